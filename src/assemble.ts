@@ -1,0 +1,130 @@
+// The one composition root: config → clock, store, limiter, bus, services, SMTP, HTTP. Backends are
+// chosen here and nowhere else (by the EPHEMAIL_STORE string).
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import type { Bus } from './bus/bus.ts';
+import { createMemoryBus } from './bus/memory.ts';
+import type { Config } from './config.ts';
+import { systemClock, type Clock } from './domain/clock.ts';
+import { buildApp, type Mount } from './http/app.ts';
+import type { Limiter } from './limiter/limiter.ts';
+import { createMemoryLimiter } from './limiter/memory.ts';
+import type { Core } from './services/core.ts';
+import { createWaitRegistry } from './services/wait.ts';
+import { createSmtpReceiver, type SmtpListener } from './smtp/server.ts';
+import { createSqliteStore } from './store/sqlite/sqlite-store.ts';
+import type { Store } from './store/store.ts';
+
+export interface Backends {
+  store: Store;
+  bus: Bus;
+  limiter: Limiter;
+}
+
+/** Opens the store named by EPHEMAIL_STORE, with the bus and limiter that fit it. */
+export async function openBackends(config: Config, log: Logger): Promise<Backends> {
+  if (config.store.startsWith('sqlite:')) {
+    const path = config.store.slice('sqlite:'.length);
+    return { store: createSqliteStore(path === ':memory:' ? ':memory:' : path), bus: createMemoryBus(), limiter: createMemoryLimiter() };
+  }
+  // Redis is loaded lazily: a SQLite deployment never imports ioredis.
+  const { openRedisBackends } = await import('./store/redis/index.ts');
+  return openRedisBackends(config, log);
+}
+
+export function createLogger(config: Config): Logger {
+  return pino({
+    level: config.logLevel,
+    redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'headers.authorization', 'headers["x-api-key"]'], censor: '[redacted]' },
+  });
+}
+
+export interface Service {
+  core: Core;
+  app: FastifyInstance;
+  smtp: SmtpListener;
+  /** Binds HTTP and SMTP; resolves with the bound addresses. */
+  start(): Promise<{ http: string; smtp: string }>;
+  /** Stops SMTP accepts, answers held long-polls, closes HTTP, bus, limiter and store; idempotent. */
+  stop(): Promise<void>;
+}
+
+export interface AssembleOptions {
+  log?: Logger;
+  clock?: Clock;
+  backends?: Backends;
+  /** Extra faces (tool endpoint, web pages); defaults to every face this build has. */
+  mounts?: Mount[];
+  sweepIntervalMs?: number;
+}
+
+export async function defaultMounts(): Promise<Mount[]> {
+  const mounts: Mount[] = [];
+  const { registerMcp } = await import('./mcp/endpoint.ts');
+  mounts.push(registerMcp);
+  const { registerWeb } = await import('./web/routes.ts');
+  mounts.push(registerWeb);
+  return mounts;
+}
+
+export async function assemble(config: Config, options: AssembleOptions = {}): Promise<Service> {
+  const log = options.log ?? createLogger(config);
+  const clock = options.clock ?? systemClock;
+  const { store, bus, limiter } = options.backends ?? (await openBackends(config, log));
+  let boundHttpPort = config.httpPort;
+  let smtpListener: SmtpListener | null = null;
+  const core: Core = {
+    config,
+    store,
+    bus,
+    limiter,
+    clock,
+    log,
+    waits: createWaitRegistry(bus),
+    baseUrl: () => config.publicUrl ?? `http://localhost:${boundHttpPort}`,
+    smtpRunning: () => smtpListener?.running ?? false,
+  };
+  const smtp = createSmtpReceiver(core);
+  smtpListener = smtp;
+  const app = await buildApp(core, options.mounts ?? (await defaultMounts()));
+
+  let sweeper: NodeJS.Timeout | null = null;
+  let stopped: Promise<void> | null = null;
+
+  return {
+    core,
+    app,
+    smtp,
+    async start() {
+      await app.listen({ port: config.httpPort, host: config.httpHost });
+      const httpAddr = app.server.address() as AddressInfo;
+      boundHttpPort = httpAddr.port;
+      const smtpAddr = await smtp.listen(config.smtpPort, config.smtpHost);
+      const sweep = () => store.sweepExpired(clock.now()).then(
+        (n) => n > 0 && log.debug({ deleted: n }, 'expired emails deleted'),
+        (err) => log.warn({ err }, 'sweep failed; reads still hide expired mail'),
+      );
+      void sweep();
+      sweeper = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
+      sweeper.unref();
+      const host = (a: AddressInfo) => (a.family === 'IPv6' ? `[${a.address}]` : a.address);
+      const urls = { http: `http://${host(httpAddr)}:${httpAddr.port}`, smtp: `${host(smtpAddr)}:${smtpAddr.port}` };
+      log.info({ ...urls, public_url: core.baseUrl(), store: config.store, domains: config.domains }, 'ephemail started');
+      return urls;
+    },
+    stop() {
+      stopped ??= (async () => {
+        if (sweeper) clearInterval(sweeper);
+        const smtpClosed = smtp.close(); // stop accepting; transactions in flight finish
+        core.waits.releaseAll(); // held polls answer with their (empty) result
+        await app.close();
+        await smtpClosed;
+        await bus.close();
+        await limiter.close();
+        await store.close();
+      })();
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,118 @@
+// The environment, read once: one table of variables (type, default, description) → a frozen Config.
+// DECISIONS.md "Configuration" is the contract for every name and default here.
+
+export interface Limits {
+  perMinute: number;
+  perDay: number;
+}
+
+export interface Config {
+  httpHost: string;
+  httpPort: number;
+  smtpHost: string;
+  smtpPort: number;
+  /** `{base_url}` without a trailing slash; null means derive from the bound HTTP port. */
+  publicUrl: string | null;
+  domains: readonly string[];
+  store: string;
+  emailTtlSeconds: number;
+  trustProxy: boolean;
+  maxMessageBytes: number;
+  anon: Limits;
+  key: Limits & { concurrentWaits: number };
+  keysPerIpPerDay: number;
+  logLevel: string;
+  /** Secret used to sign MCP session ids; random per process unless set (set it when running several nodes). */
+  sessionSecret: string | null;
+  /** Largest attachment kept, in decoded bytes (spec: 5 MB). */
+  maxAttachmentBytes: number;
+  maxAttachments: number;
+}
+
+export class ConfigError extends Error {
+  constructor(variable: string, value: string, expected: string) {
+    super(`${variable}=${JSON.stringify(value)} is not valid: expected ${expected}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, def: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, raw, `an integer from ${min} to ${max}`);
+  const n = Number(raw.trim());
+  if (n < min || n > max) throw new ConfigError(name, raw, `an integer from ${min} to ${max}`);
+  return n;
+}
+
+function bool(env: Env, name: string, def: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return def;
+  const v = raw.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off'].includes(v)) return false;
+  throw new ConfigError(name, raw, 'true or false');
+}
+
+const DOMAIN_RE = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+export function loadConfig(env: Env = process.env): Config {
+  const domainsRaw = env.EPHEMAIL_DOMAINS?.trim() || 'ephemail.test';
+  const domains = [...new Set(domainsRaw.split(',').map((d) => d.trim().toLowerCase()).filter(Boolean))];
+  if (domains.length === 0 || !domains.every((d) => DOMAIN_RE.test(d))) {
+    throw new ConfigError('EPHEMAIL_DOMAINS', domainsRaw, 'comma-separated domain names');
+  }
+  let publicUrl: string | null = null;
+  const pu = env.EPHEMAIL_PUBLIC_URL?.trim();
+  if (pu) {
+    let u: URL;
+    try {
+      u = new URL(pu);
+    } catch {
+      throw new ConfigError('EPHEMAIL_PUBLIC_URL', pu, 'an absolute http(s) URL');
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new ConfigError('EPHEMAIL_PUBLIC_URL', pu, 'an absolute http(s) URL');
+    publicUrl = pu.replace(/\/+$/, '');
+  }
+  const store = env.EPHEMAIL_STORE?.trim() || 'sqlite:./data/ephemail.db';
+  if (!/^(sqlite:.+|redis:\/\/.+|rediss:\/\/.+|redis\+cluster:\/\/.+)$/.test(store)) {
+    throw new ConfigError('EPHEMAIL_STORE', store, 'sqlite:<path>, sqlite::memory:, redis://host:port[/db] or redis+cluster://h1:p1,h2:p2');
+  }
+  const logLevel = env.EPHEMAIL_LOG_LEVEL?.trim() || 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(logLevel)) {
+    throw new ConfigError('EPHEMAIL_LOG_LEVEL', logLevel, 'a pino level (fatal, error, warn, info, debug, trace, silent)');
+  }
+  const host = (name: string) => {
+    const v = env[name]?.trim() || '127.0.0.1';
+    if (/\s/.test(v)) throw new ConfigError(name, v, 'a host name or IP address');
+    return v;
+  };
+  return Object.freeze({
+    httpHost: host('EPHEMAIL_HTTP_HOST'),
+    httpPort: int(env, 'EPHEMAIL_HTTP_PORT', 8025, 0, 65535),
+    smtpHost: host('EPHEMAIL_SMTP_HOST'),
+    smtpPort: int(env, 'EPHEMAIL_SMTP_PORT', 1025, 0, 65535),
+    publicUrl,
+    domains: Object.freeze(domains),
+    store,
+    emailTtlSeconds: int(env, 'EPHEMAIL_EMAIL_TTL_SECONDS', 3600, 1),
+    trustProxy: bool(env, 'EPHEMAIL_TRUST_PROXY', false),
+    maxMessageBytes: int(env, 'EPHEMAIL_MAX_MESSAGE_BYTES', 31457280, 1024),
+    anon: Object.freeze({
+      perMinute: int(env, 'EPHEMAIL_LIMIT_ANON_PER_MINUTE', 60, 1),
+      perDay: int(env, 'EPHEMAIL_LIMIT_ANON_PER_DAY', 1000, 1),
+    }),
+    key: Object.freeze({
+      perMinute: int(env, 'EPHEMAIL_LIMIT_KEY_PER_MINUTE', 300, 1),
+      perDay: int(env, 'EPHEMAIL_LIMIT_KEY_PER_DAY', 10000, 1),
+      concurrentWaits: int(env, 'EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS', 5, 0),
+    }),
+    keysPerIpPerDay: int(env, 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', 3, 0),
+    logLevel,
+    sessionSecret: env.EPHEMAIL_SESSION_SECRET?.trim() || null,
+    maxAttachmentBytes: 5 * 1024 * 1024,
+    maxAttachments: 100,
+  });
+}

@@ -1,0 +1,56 @@
+// The one error type of the service (spec: Errors). Every edge translates it in one place:
+// the HTTP envelope (http/plugins/errors.ts), the MCP isError result (mcp/), the SMTP reply (smtp/).
+
+/** Error types and their HTTP statuses. `address_in_use` is the one added type (DECISIONS.md). */
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  unauthorized: 401,
+  key_required: 401,
+  not_found: 404,
+  address_in_use: 409,
+  rate_limited: 429,
+  quota_exceeded: 429,
+  too_many_waiters: 429,
+  internal_error: 500,
+} as const;
+
+export type ErrorType = keyof typeof ERROR_STATUS;
+export const ERROR_TYPES = Object.keys(ERROR_STATUS) as ErrorType[];
+
+/** What each error type means, for the OpenAPI document and /docs. */
+export const ERROR_MEANING: Record<ErrorType, string> = {
+  invalid_request: 'Malformed parameters or body. The message names the offending field.',
+  unauthorized: 'A key was sent but is invalid or revoked. There is no silent downgrade to anonymous.',
+  key_required: 'The feature (currently only `wait`) needs an API key.',
+  not_found: 'No such resource; most often the email expired (about one hour after arrival).',
+  address_in_use: 'An explicit local_part was asked for, but that address already holds mail. Delete its mail first, or omit local_part for a random empty address.',
+  rate_limited: 'Per-minute limit exceeded; the retry-after header gives seconds.',
+  quota_exceeded: 'Daily quota exhausted; it resets at 00:00 UTC and waiting for the minute window does not help.',
+  too_many_waiters: 'The key already has its maximum long-polls in flight.',
+  internal_error: 'Server fault; retry with backoff (see retry-after when present).',
+};
+
+export class AppError extends Error {
+  readonly type: ErrorType;
+  readonly status: number;
+  /** Seconds the client should wait before retrying (429 and some 500s). */
+  readonly retryAfter?: number;
+
+  constructor(type: ErrorType, message: string, options: { retryAfter?: number; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'AppError';
+    this.type = type;
+    this.status = ERROR_STATUS[type];
+    if (options.retryAfter !== undefined) this.retryAfter = options.retryAfter;
+  }
+}
+
+export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
+
+/** Thrown by a store or bus when its backend cannot be reached: a temporary fault (HTTP 500 + retry-after, SMTP 451). */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreUnavailableError';
+  }
+}

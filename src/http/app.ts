@@ -1,0 +1,82 @@
+// buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
+import cors from '@fastify/cors';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Core } from '../services/core.ts';
+import { registerDocs } from './docs.ts';
+import { registerOpenApi } from './openapi.ts';
+import { registerCaller } from './plugins/caller.ts';
+import { registerErrorHandling } from './plugins/errors.ts';
+import { registerRoutes } from './routes.ts';
+import { SHARED_SCHEMAS } from './schemas/wire.ts';
+
+export const BODY_LIMIT = 64 * 1024;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    endpointList: { method: string; path: string; summary: string }[];
+  }
+}
+
+/** Extra faces mounted on the same app (the tool endpoint, the web pages), registered by assemble.ts. */
+export type Mount = (app: FastifyInstance, core: Core) => Promise<void> | void;
+
+export async function buildApp(core: Core, mounts: Mount[] = []): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: core.log as unknown as FastifyBaseLogger,
+    trustProxy: core.config.trustProxy,
+    bodyLimit: BODY_LIMIT,
+    requestTimeout: 120_000, // above the 30 s wait
+    keepAliveTimeout: 65_000,
+    return503OnClosing: false,
+    logController: new LogController({ disableRequestLogging: true }), // per-request lines cost throughput; errors are still logged
+    routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
+    ajv: { customOptions: { coerceTypes: true, removeAdditional: false, useDefaults: true, allErrors: false } },
+  });
+
+  app.decorate('endpointList', [] as FastifyInstance['endpointList']);
+  app.addHook('onRoute', (route) => {
+    if (!route.url.startsWith('/api/v1') || route.method === 'HEAD' || route.schema?.hide) return;
+    for (const m of [route.method].flat()) {
+      if (m !== 'HEAD') app.endpointList.push({ method: m, path: route.url.replace(/:([a-z_]+)/g, '{$1}'), summary: String(route.schema?.summary ?? '') });
+    }
+  });
+
+  // JSON bodies: an empty body counts as absent (POST /inboxes and /keys take an optional body).
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser(/^application\/(?:[\w.+-]+\+)?json$/, { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+    const text = String(body);
+    if (text.trim() === '') return done(null, undefined);
+    try {
+      done(null, JSON.parse(text));
+    } catch {
+      done(Object.assign(new SyntaxError('Request body is not valid JSON'), { statusCode: 400 }), undefined);
+    }
+  });
+
+  await app.register(cors, {
+    origin: '*',
+    methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
+    allowedHeaders: ['Authorization', 'X-API-Key', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
+    exposedHeaders: ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after', 'Mcp-Session-Id', 'Content-Disposition'],
+    maxAge: 86400,
+  });
+  // An absent body is an empty object: POST /inboxes and /keys take an optional body.
+  app.addHook('preValidation', async (request) => {
+    if (request.body === undefined && (request.method === 'POST' || request.method === 'DELETE')) request.body = {};
+  });
+  for (const s of SHARED_SCHEMAS) app.addSchema(s);
+  await registerOpenApi(app, core);
+  registerErrorHandling(app, core);
+  registerCaller(app, core);
+  registerRoutes(app, core);
+  app.get('/api/v1/openapi.json', {
+    config: { quota: 'peek' },
+    schema: {
+      operationId: 'openapi', tags: ['service'], summary: 'This machine-readable contract (OpenAPI 3.1). Outside the quota.',
+      response: { 200: { type: 'object', additionalProperties: true, description: 'The OpenAPI document' } },
+    },
+  }, async () => app.swagger());
+  registerDocs(app, core);
+  for (const mount of mounts) await mount(app, core);
+  return app;
+}

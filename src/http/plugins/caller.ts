@@ -1,0 +1,91 @@
+// Who pays for a request: resolves the caller (anonymous per IP, or an API key, with no silent
+// downgrade), counts the request in its bucket, and sets ratelimit-* headers on every /api/v1 response.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Limits } from '../../config.ts';
+import { AppError } from '../../domain/errors.ts';
+import { ipBucket } from '../../domain/limits.ts';
+import type { LimitResult } from '../../limiter/limiter.ts';
+import type { Core } from '../../services/core.ts';
+import { authenticate } from '../../services/keys.ts';
+import type { KeyRecord } from '../../store/store.ts';
+
+export interface Caller {
+  kind: 'anonymous' | 'key';
+  key: KeyRecord | null;
+  bucket: string;
+  limits: Limits;
+  concurrentWaits: number;
+  /** The bucket state after this request (for headers and /me). */
+  usage?: LimitResult;
+}
+
+/** How a route relates to the quota (spec: Limits): counted, or only reported. */
+export type QuotaMode = 'count' | 'peek';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller;
+  }
+  interface FastifyContextConfig {
+    quota?: QuotaMode;
+  }
+}
+
+/** The raw key a request carries, from `Authorization: Bearer` or `X-API-Key`; undefined when none. */
+export function presentedKey(request: FastifyRequest): string | undefined {
+  const auth = request.headers.authorization;
+  const xKey = request.headers['x-api-key'];
+  const x = Array.isArray(xKey) ? xKey[0] : xKey;
+  let bearer: string | undefined;
+  if (auth !== undefined) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    if (!m) throw new AppError('unauthorized', 'The Authorization header must be "Bearer <API_KEY>"');
+    bearer = m[1];
+  }
+  if (bearer !== undefined && x !== undefined && bearer !== x.trim()) {
+    throw new AppError('unauthorized', 'Authorization and X-API-Key carry different keys; send one');
+  }
+  return bearer ?? x;
+}
+
+export function setLimitHeaders(reply: FastifyReply, r: LimitResult): void {
+  reply.header('ratelimit-limit', String(r.limit));
+  reply.header('ratelimit-remaining', String(r.remaining));
+  reply.header('ratelimit-reset', String(r.resetSeconds));
+}
+
+export function registerCaller(app: FastifyInstance, core: Core): void {
+  app.decorateRequest('caller', null as unknown as Caller);
+  app.addHook('onRequest', async (request, reply) => {
+    if (!request.url.startsWith('/api/')) return;
+    const ip = ipBucket(request.ip);
+    const anonymous: Caller = { kind: 'anonymous', key: null, bucket: ip, limits: core.config.anon, concurrentWaits: 0 };
+    const mode: QuotaMode = request.routeOptions.config?.quota ?? 'count';
+    let caller = anonymous;
+    try {
+      const raw = presentedKey(request);
+      if (raw !== undefined) {
+        const key = await authenticate(core, raw);
+        caller = { kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits };
+      }
+    } catch (err) {
+      if (err instanceof AppError && err.type === 'unauthorized') {
+        // a failed key attempt counts against the IP (guessing keys costs quota)
+        const r = await core.limiter.hit(ip, core.config.anon, core.clock.now());
+        setLimitHeaders(reply, r);
+      }
+      throw err;
+    }
+    const now = core.clock.now();
+    const result = mode === 'count' ? await core.limiter.hit(caller.bucket, caller.limits, now) : await core.limiter.peek(caller.bucket, caller.limits, now);
+    caller.usage = result;
+    request.caller = caller;
+    setLimitHeaders(reply, result);
+    if (!result.allowed) {
+      const msg = result.reason === 'quota_exceeded'
+        ? `Daily quota of ${caller.limits.perDay} requests used up; it resets at 00:00 UTC${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has a larger quota' : ''}`
+        : `More than ${caller.limits.perMinute} requests this minute; retry in ${result.retryAfterSeconds} s${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has higher limits' : ''}`;
+      throw new AppError(result.reason ?? 'rate_limited', msg, { retryAfter: result.retryAfterSeconds });
+    }
+  });
+}

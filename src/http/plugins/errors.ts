@@ -1,0 +1,83 @@
+// The one translator of errors to the HTTP envelope (spec: Errors). No framework-default body, no
+// stack trace ever reaches a client.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError, StoreUnavailableError, type ErrorType } from '../../domain/errors.ts';
+import type { Core } from '../../services/core.ts';
+
+export function envelope(core: Core, type: ErrorType, message: string) {
+  return { error: { type, message, docs: `${core.baseUrl()}/docs#error-${type}` } };
+}
+
+export function sendError(core: Core, reply: FastifyReply, err: AppError): FastifyReply {
+  if (err.retryAfter !== undefined) reply.header('retry-after', String(Math.max(1, Math.ceil(err.retryAfter))));
+  return reply.code(err.status).type('application/json; charset=utf-8').send(envelope(core, err.type, err.message));
+}
+
+type AjvError = { instancePath?: string; message?: string; params?: Record<string, unknown>; keyword?: string };
+
+/** "query.limit must be <= 100" from a validation error: names the offending field. */
+function describeValidation(err: FastifyError & { validation?: AjvError[]; validationContext?: string }): string {
+  const first = err.validation?.[0];
+  const where = ({ querystring: 'query', body: 'body', params: 'path', headers: 'header' } as Record<string, string>)[err.validationContext ?? ''] ?? err.validationContext ?? 'request';
+  if (!first) return `Invalid ${where}`;
+  let field = (first.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
+  if (first.keyword === 'required' && first.params?.missingProperty) field = [field, String(first.params.missingProperty)].filter(Boolean).join('.');
+  if (first.keyword === 'additionalProperties' && first.params?.additionalProperty) {
+    return `${where}.${[field, String(first.params.additionalProperty)].filter(Boolean).join('.')} is not a known field`;
+  }
+  if (first.keyword === 'type' && !field && where === 'body') return 'body must be a JSON object';
+  const label = field ? `${where}.${field}` : where;
+  return `${label} ${first.message ?? 'is invalid'}`;
+}
+
+/** Maps anything thrown in a route (or by Fastify itself) to an AppError. */
+export function toAppError(err: unknown): AppError {
+  if (err instanceof AppError) return err;
+  if (err instanceof StoreUnavailableError) return new AppError('internal_error', 'The store is unreachable; retry shortly', { retryAfter: 5 });
+  const e = err as FastifyError & { validation?: AjvError[]; validationContext?: string };
+  if (e?.validation) return new AppError('invalid_request', describeValidation(e));
+  switch (e?.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError('invalid_request', 'Unsupported Content-Type: send the body as application/json');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('invalid_request', 'Request body is larger than 64 KiB');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new AppError('invalid_request', 'Request body is not valid JSON');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new AppError('invalid_request', 'Content-Length does not match the body');
+    case 'FST_ERR_BAD_URL':
+      return new AppError('invalid_request', 'The path is not valid percent-encoding');
+  }
+  if (e instanceof SyntaxError) return new AppError('invalid_request', 'Request body is not valid JSON');
+  const status = typeof e?.statusCode === 'number' ? e.statusCode : 500;
+  if (status >= 400 && status < 500) return new AppError('invalid_request', e.message || 'Bad request');
+  return new AppError('internal_error', 'Internal error; retry with backoff', { retryAfter: 1 });
+}
+
+const pathOf = (url: string) => url.split('?')[0];
+const hasEmptySegment = (url: string) => {
+  const path = pathOf(url);
+  return path.includes('//') || (path.length > 1 && path.endsWith('/'));
+};
+
+/** 404 for an unmatched path: names method and path, and says so when a segment is empty (spec: Errors 2). */
+export function routeNotFound(request: FastifyRequest): AppError {
+  const path = pathOf(request.url);
+  const shown = path.length > 200 ? `${path.slice(0, 200)}…` : path;
+  const empty = hasEmptySegment(request.url) ? ': the path has an empty segment (a doubled or trailing slash)' : '';
+  return new AppError('not_found', `No endpoint ${request.method} ${shown}${empty}. See GET /api/v1 for the endpoint index.`);
+}
+
+export function registerErrorHandling(app: FastifyInstance, core: Core): void {
+  app.setErrorHandler((err, request, reply) => {
+    const appErr = toAppError(err);
+    if (appErr.type === 'internal_error') request.log.error({ err }, 'request failed');
+    return sendError(core, reply, appErr);
+  });
+  // A path with an empty segment never reaches a route (a route would see an empty parameter).
+  app.addHook('onRequest', async (request) => {
+    if (hasEmptySegment(request.url)) throw routeNotFound(request);
+  });
+  app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => sendError(core, reply, routeNotFound(request)));
+}

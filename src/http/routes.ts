@@ -1,0 +1,262 @@
+// The route table of /api/v1: one entry per endpoint of the spec, each with its full schema
+// (params, query, body, every response) and a thin handler that calls one service function.
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { AppError, ERROR_STATUS, type ErrorType } from '../domain/errors.ts';
+import { ipBucket } from '../domain/limits.ts';
+import type { Core } from '../services/core.ts';
+import * as emails from '../services/emails.ts';
+import { createInbox } from '../services/inboxes.ts';
+import { mintKey } from '../services/keys.ts';
+import { contentDisposition } from './download.ts';
+import {
+  ApiKeySchema, AttachmentSchema, DomainSchema, EmailFullSchema, EmailSummarySchema, HealthSchema, IdentitySchema, InboxSchema,
+  ListMetaSchema, toWireAttachment, toWireEmail, toWireKey, toWireLimits, toWireSummary,
+} from './schemas/wire.ts';
+
+const ErrorRef = Type.Ref('Error');
+const errors = (...types: ErrorType[]) => {
+  const out: Record<number, TSchema> = {};
+  for (const t of [...types, 'internal_error' as const]) out[ERROR_STATUS[t]] = ErrorRef;
+  return out;
+};
+const data = <T extends TSchema>(t: T, description: string) => Type.Object({ data: t }, { description });
+const NoContent = Type.Null({ description: 'Deleted; no body' });
+
+const AddressParams = Type.Object({ address: Type.String({ description: 'Full inbox address, URL-encoded, case-insensitive' }) });
+const IdParams = Type.Object({ id: Type.String({ description: 'Email id (UUIDv7)' }) });
+const AttachmentParams = Type.Object({ id: Type.String({ description: 'Email id' }), attachment_id: Type.String({ description: 'Attachment id' }) });
+const ListQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 25, description: 'Page size' }),
+  since: Type.Optional(Type.String({ description: 'An email id: only newer emails, oldest first' })),
+  before: Type.Optional(Type.String({ description: 'An email id: only older emails, newest first (pages backwards)' })),
+  wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold when the result would be empty. Needs an API key.' }),
+});
+const KeyBody = Type.Optional(
+  Type.Object(
+    {
+      label: Type.Optional(Type.String({ maxLength: 100, description: 'Free text to recognise the key by; "" when omitted' })),
+      contact_email: Type.Optional(Type.String({ maxLength: 254, description: 'Unverified; used only to warn of breaking changes' })),
+    },
+    { additionalProperties: false },
+  ),
+);
+const InboxBody = Type.Optional(
+  Type.Object(
+    {
+      domain: Type.Optional(Type.String({ maxLength: 253, description: 'One of GET /api/v1/domains; default: the first' })),
+      local_part: Type.Optional(Type.String({ maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$', description: 'Lowercased; random 10 characters of [a-z0-9] when omitted' })),
+    },
+    { additionalProperties: false },
+  ),
+);
+
+const SECURITY: { [label: string]: string[] }[] = [{}, { bearer: [] }, { apiKey: [] }];
+
+export function registerRoutes(app: FastifyInstance, core: Core): void {
+  const now = () => core.clock.now();
+
+  app.get('/api/v1', {
+    config: { quota: 'peek' },
+    schema: {
+      operationId: 'discover', tags: ['service'], summary: 'Service discovery: endpoint index, docs links and the email TTL. Outside the quota.',
+      response: { 200: data(Type.Object({
+        name: Type.String(), version: Type.String(), email_ttl_seconds: Type.Integer(), domains: Type.Array(Type.String()),
+        docs: Type.Object({ html: Type.String(), openapi: Type.String() }),
+        mcp: Type.String(), web: Type.String(),
+        endpoints: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
+      }), 'Service index'), ...errors() },
+    },
+  }, async () => ({
+    data: {
+      name: 'ephemail',
+      version: '1.0.0',
+      email_ttl_seconds: core.config.emailTtlSeconds,
+      domains: [...core.config.domains],
+      docs: { html: `${core.baseUrl()}/docs`, openapi: `${core.baseUrl()}/api/v1/openapi.json` },
+      mcp: `${core.baseUrl()}/mcp`,
+      web: `${core.baseUrl()}/`,
+      endpoints: endpointIndex(app),
+    },
+  }));
+
+  app.get('/api/v1/health', {
+    config: { quota: 'peek' },
+    schema: {
+      operationId: 'health', tags: ['service'], summary: 'Health check: the store answers a trivial query and the SMTP listener runs. Outside the quota.',
+      response: { 200: data(HealthSchema, 'Healthy'), 503: data(HealthSchema, 'Degraded: the failing part is named') },
+    },
+  }, async (_req, reply) => {
+    let database: 'connected' | 'disconnected' = 'connected';
+    try {
+      await core.store.ping();
+    } catch {
+      database = 'disconnected';
+    }
+    const smtp = core.smtpRunning() ? 'running' as const : 'stopped' as const;
+    const ok = database === 'connected' && smtp === 'running';
+    reply.code(ok ? 200 : 503);
+    return { data: { status: ok ? 'ok' as const : 'degraded' as const, database, smtp } };
+  });
+
+  app.post<{ Body: Static<typeof KeyBody> }>('/api/v1/keys', {
+    schema: {
+      operationId: 'createKey', tags: ['keys'], summary: 'Create a free API key (3 per IP per 24 hours). The raw key is shown once.',
+      body: KeyBody,
+      response: { 201: data(Type.Ref(ApiKeySchema), 'The new key'), ...errors('invalid_request', 'unauthorized', 'rate_limited', 'quota_exceeded') },
+    },
+  }, async (request, reply) => {
+    const minted = await mintKey(core, { label: request.body?.label, contactEmail: request.body?.contact_email }, ipBucket(request.ip));
+    request.log.info({ key_prefix: minted.record.prefix }, 'api key created');
+    reply.code(201);
+    return { data: toWireKey(core, minted.apiKey, minted.record) };
+  });
+
+  app.get('/api/v1/me', {
+    config: { quota: 'peek' },
+    schema: {
+      operationId: 'me', tags: ['keys'], summary: 'Caller identity, limits and usage. Does not consume quota.', security: SECURITY,
+      response: { 200: data(Type.Ref(IdentitySchema), 'Identity'), ...errors('unauthorized') },
+    },
+  }, async (request) => {
+    const c = request.caller;
+    return {
+      data: {
+        kind: c.kind,
+        tier: c.kind === 'key' ? 'free' as const : 'anonymous' as const,
+        key_prefix: c.key?.prefix ?? null,
+        label: c.key?.label ?? null,
+        limits: toWireLimits(c.limits, c.concurrentWaits),
+        usage: { requests_this_minute: c.usage?.usedMinute ?? 0, requests_today: c.usage?.usedDay ?? 0 },
+      },
+    };
+  });
+
+  app.get('/api/v1/domains', {
+    schema: {
+      operationId: 'listDomains', tags: ['inboxes'], summary: 'Domains that accept mail; use this list instead of hard-coding a domain.', security: SECURITY,
+      response: { 200: Type.Object({ data: Type.Array(Type.Ref(DomainSchema)), meta: Type.Object({ count: Type.Integer() }) }, { description: 'Active domains, the default first' }), ...errors('unauthorized', 'rate_limited', 'quota_exceeded') },
+    },
+  }, async () => ({ data: core.config.domains.map((domain) => ({ domain })), meta: { count: core.config.domains.length } }));
+
+  app.post<{ Body: Static<typeof InboxBody> }>('/api/v1/inboxes', {
+    schema: {
+      operationId: 'createInbox', tags: ['inboxes'], summary: 'Generate an inbox address that is empty now. Inboxes are implicit: any address at an active domain receives mail.', security: SECURITY,
+      body: InboxBody,
+      response: { 201: data(Type.Ref(InboxSchema), 'The address'), ...errors('invalid_request', 'unauthorized', 'address_in_use', 'rate_limited', 'quota_exceeded') },
+    },
+  }, async (request, reply) => {
+    const a = await createInbox(core, { domain: request.body?.domain, localPart: request.body?.local_part, randomLength: 10 });
+    reply.code(201);
+    return { data: { address: a.address, local_part: a.localPart, domain: a.domain, email_ttl_seconds: core.config.emailTtlSeconds } };
+  });
+
+  app.get<{ Params: Static<typeof AddressParams>; Querystring: Static<typeof ListQuery> }>('/api/v1/inboxes/:address/emails', {
+    schema: {
+      operationId: 'listEmails', tags: ['emails'], security: SECURITY,
+      summary: 'List emails (no bodies). Newest first; with since, oldest first. wait holds the request until mail arrives (needs a key).',
+      params: AddressParams, querystring: ListQuery,
+      response: {
+        200: Type.Object({ data: Type.Array(Type.Ref(EmailSummarySchema)), meta: Type.Ref(ListMetaSchema) }, { description: 'Emails; empty data when nothing matched (also when a wait ran out)' }),
+        ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded', 'too_many_waiters'),
+      },
+    },
+  }, async (request, reply) => {
+    const q = request.query;
+    const c = request.caller;
+    let release: (() => Promise<void>) | null = null;
+    if (q.wait > 0) {
+      if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
+      emails.resolveInbox(core, request.params.address);
+      release = await core.limiter.acquireWait(c.bucket, c.concurrentWaits, (q.wait + 15) * 1000, now());
+      if (!release) throw new AppError('too_many_waiters', `This key already holds ${c.concurrentWaits} waiting requests; let one finish first`, { retryAfter: 1 });
+    }
+    const abort = new AbortController();
+    const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
+    reply.raw.on('close', onClose);
+    try {
+      const out = await emails.listEmails(core, { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, signal: abort.signal });
+      const items = out.emails;
+      const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
+      const oldestId = q.since ? items[0]?.id : items.at(-1)?.id;
+      return {
+        data: items.map(toWireSummary),
+        meta: {
+          address: out.address,
+          count: items.length,
+          next_since: newestId ?? q.since?.toLowerCase() ?? null,
+          next_before: items.length === q.limit && oldestId ? oldestId : null,
+          waited: out.waited,
+        },
+      };
+    } finally {
+      reply.raw.off('close', onClose);
+      await release?.();
+    }
+  });
+
+  app.delete<{ Params: Static<typeof AddressParams> }>('/api/v1/inboxes/:address/emails', {
+    schema: {
+      operationId: 'purgeInbox', tags: ['emails'], summary: 'Delete every email in the inbox. Irreversible.', security: SECURITY, params: AddressParams,
+      response: { 200: data(Type.Object({ address: Type.String(), deleted: Type.Integer({ description: 'Number of emails removed' }) }), 'Purged'), ...errors('invalid_request', 'unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
+    },
+  }, async (request) => ({ data: await emails.purgeInbox(core, request.params.address) }));
+
+  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id', {
+    schema: {
+      operationId: 'getEmail', tags: ['emails'], summary: 'One email with bodies and attachment metadata. 404 once expired.', security: SECURITY, params: IdParams,
+      response: { 200: data(Type.Ref(EmailFullSchema), 'The email'), ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
+    },
+  }, async (request) => ({ data: toWireEmail(core, await emails.getEmail(core, request.params.id)) }));
+
+  app.delete<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id', {
+    schema: {
+      operationId: 'deleteEmail', tags: ['emails'], summary: 'Delete one email ahead of its TTL. Irreversible.', security: SECURITY, params: IdParams,
+      response: { 204: NoContent, ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
+    },
+  }, async (request, reply) => {
+    await emails.deleteEmail(core, request.params.id);
+    return reply.code(204).send();
+  });
+
+  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id/attachments', {
+    schema: {
+      operationId: 'listAttachments', tags: ['emails'], summary: 'Attachment metadata of one email (the same list is inlined in the email).', security: SECURITY, params: IdParams,
+      response: { 200: Type.Object({ data: Type.Array(Type.Ref(AttachmentSchema)), meta: Type.Object({ email_id: Type.String(), count: Type.Integer() }) }, { description: 'Attachments' }), ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
+    },
+  }, async (request) => {
+    const list = await emails.listAttachments(core, request.params.id);
+    const id = request.params.id.toLowerCase();
+    return { data: list.map((a) => toWireAttachment(core, id, a)), meta: { email_id: id, count: list.length } };
+  });
+
+  app.get<{ Params: Static<typeof AttachmentParams> }>('/api/v1/emails/:id/attachments/:attachment_id', {
+    schema: {
+      operationId: 'downloadAttachment', tags: ['emails'], security: SECURITY, params: AttachmentParams,
+      summary: 'Raw attachment bytes, always as a download (Content-Disposition: attachment, CSP sandbox, nosniff).',
+      response: {
+        200: { description: 'The bytes, with the stored Content-Type', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
+        ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded'),
+      },
+    },
+  }, async (request, reply: FastifyReply) => {
+    const att = await emails.getAttachment(core, request.params.id, request.params.attachment_id);
+    reply
+      .header('content-type', att.meta.contentType)
+      .header('content-length', String(att.meta.sizeBytes))
+      .header('content-disposition', contentDisposition(att.meta.filename))
+      .header('x-content-type-options', 'nosniff')
+      .header('content-security-policy', 'sandbox')
+      .header('cache-control', 'private, max-age=3600');
+    return reply.send(readableFrom(att.chunks));
+  });
+
+}
+
+const readableFrom = (chunks: AsyncIterable<Uint8Array>) => Readable.from(chunks, { objectMode: false });
+
+/** The endpoint index of GET /api/v1, collected from the registered routes' schemas (app.ts). */
+function endpointIndex(app: FastifyInstance): { method: string; path: string; summary: string }[] {
+  return app.endpointList;
+}

@@ -1,0 +1,180 @@
+// Wire shapes of every /api/v1 resource (TypeBox): the same objects validate requests, serialize
+// responses and generate /api/v1/openapi.json. One mapper per resource turns a service value into
+// its snake_case wire form.
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
+import type { AttachmentMeta, EmailFull, EmailSummary, KeyRecord } from '../../store/store.ts';
+import type { Core } from '../../services/core.ts';
+import { downloadUrl } from '../../services/emails.ts';
+
+const Nullable = <T extends TSchema>(t: T, description?: string) => Type.Union([t, Type.Null()], description ? { description } : {});
+const DateTime = (description: string) => Type.String({ format: 'date-time', description });
+
+export const LimitsSchema = Type.Object(
+  {
+    requests_per_minute: Type.Integer(),
+    requests_per_day: Type.Integer(),
+    concurrent_waits: Type.Integer({ description: '0 for anonymous callers (wait needs a key)' }),
+  },
+  { $id: 'Limits', title: 'Limits' },
+);
+
+export const InboxSchema = Type.Object(
+  {
+    address: Type.String({ description: 'Full address, <local_part>@<domain>' }),
+    local_part: Type.String({ description: 'Part before the @, lowercase' }),
+    domain: Type.String(),
+    email_ttl_seconds: Type.Integer({ description: 'Lifetime of an email in seconds' }),
+  },
+  { $id: 'Inbox', title: 'Inbox' },
+);
+
+export const DomainSchema = Type.Object({ domain: Type.String({ description: 'A domain that currently accepts mail' }) }, { $id: 'Domain', title: 'Domain' });
+
+const summaryFields = {
+  id: Type.String({ description: 'UUIDv7; ids sort in arrival order' }),
+  address: Type.String({ description: 'Inbox address that received the mail' }),
+  sender: Type.String({ description: 'The From header as received (encoded words decoded); "" when absent. Forgeable: no SPF/DKIM check.' }),
+  mailed_by: Nullable(Type.String(), 'Domain of the SMTP envelope sender (MAIL FROM), lowercased; null for the null sender <>'),
+  subject: Type.String({ description: 'Subject, encoded words decoded; "" when absent' }),
+  has_attachments: Type.Boolean(),
+  received_at: DateTime('Arrival time'),
+  expires_at: DateTime('When the email will be deleted'),
+};
+
+export const EmailSummarySchema = Type.Object(summaryFields, { $id: 'EmailSummary', title: 'EmailSummary' });
+
+export const AttachmentSchema = Type.Object(
+  {
+    id: Type.String({ description: 'Unique within its email' }),
+    filename: Type.String({ description: 'Safe file name (no path parts or control characters)' }),
+    content_type: Type.String(),
+    size_bytes: Type.Integer(),
+    download_url: Type.String({ description: 'Address of the raw-bytes endpoint for this attachment' }),
+  },
+  { $id: 'Attachment', title: 'Attachment' },
+);
+
+export const HeaderSchema = Type.Object({ name: Type.String(), value: Type.String() }, { $id: 'Header', title: 'Header' });
+
+export const EmailFullSchema = Type.Object(
+  {
+    ...summaryFields,
+    to: Type.String({ description: 'To header, decoded ("" when absent)' }),
+    cc: Type.String({ description: 'Cc header, decoded ("" when absent)' }),
+    message_id: Nullable(Type.String(), 'Message-ID header'),
+    headers: Type.Array(Type.Ref(HeaderSchema), { description: 'Every header in the order received' }),
+    text_body: Nullable(Type.String(), 'Null when the message had no plain-text part'),
+    html_body: Nullable(Type.String(), 'Null when the message had no HTML part. Sanitized with an allow-list: no script, iframe, object, embed, form, svg, on* attributes or javascript: URLs.'),
+    attachments: Type.Array(Type.Ref(AttachmentSchema)),
+  },
+  { $id: 'Email', title: 'Email' },
+);
+
+export const ApiKeySchema = Type.Object(
+  {
+    api_key: Type.String({ description: 'The raw key (eph_ + 40 base62 characters). Returned exactly once; cannot be recovered.' }),
+    key_prefix: Type.String({ description: 'First 12 characters of the key, used to identify it' }),
+    label: Type.String(),
+    tier: Type.Literal('free'),
+    limits: Type.Ref(LimitsSchema),
+    created_at: DateTime('Creation time'),
+    warning: Type.String(),
+  },
+  { $id: 'ApiKey', title: 'ApiKey' },
+);
+
+export const IdentitySchema = Type.Object(
+  {
+    kind: Type.Union([Type.Literal('anonymous'), Type.Literal('key')]),
+    tier: Type.Union([Type.Literal('anonymous'), Type.Literal('free')]),
+    key_prefix: Nullable(Type.String(), 'null for anonymous callers'),
+    label: Nullable(Type.String(), 'null for anonymous callers'),
+    limits: Type.Ref(LimitsSchema),
+    usage: Type.Object({ requests_this_minute: Type.Integer(), requests_today: Type.Integer() }),
+  },
+  { $id: 'Identity', title: 'Identity' },
+);
+
+export const HealthSchema = Type.Object(
+  {
+    status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+    database: Type.Union([Type.Literal('connected'), Type.Literal('disconnected')]),
+    smtp: Type.Union([Type.Literal('running'), Type.Literal('stopped')]),
+  },
+  { $id: 'Health', title: 'Health' },
+);
+
+export const ListMetaSchema = Type.Object(
+  {
+    address: Type.String(),
+    count: Type.Integer({ description: 'Number of items returned' }),
+    next_since: Nullable(Type.String(), 'Feed back as since on the next poll'),
+    next_before: Nullable(Type.String(), 'Feed back as before to page into older mail'),
+    waited: Type.Boolean({ description: 'True when the request was held by wait' }),
+  },
+  { $id: 'ListMeta', title: 'ListMeta' },
+);
+
+export const ErrorSchema = Type.Object(
+  {
+    error: Type.Object({
+      type: Type.Union(ERROR_TYPES.map((t) => Type.Literal(t, { description: ERROR_MEANING[t] }))),
+      message: Type.String({ description: 'Human-readable; may be reworded at any time' }),
+      docs: Type.String({ description: 'Documentation address: {base_url}/docs#error-<type>' }),
+    }),
+  },
+  { $id: 'Error', title: 'Error' },
+);
+
+export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, HeaderSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
+
+export type WireSummary = Static<typeof EmailSummarySchema>;
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+export const toWireSummary = (e: EmailSummary): WireSummary => ({
+  id: e.id,
+  address: e.address,
+  sender: e.sender,
+  mailed_by: e.mailedBy,
+  subject: e.subject,
+  has_attachments: e.hasAttachments,
+  received_at: iso(e.receivedAt),
+  expires_at: iso(e.expiresAt),
+});
+
+export const toWireAttachment = (core: Core, emailId: string, a: AttachmentMeta) => ({
+  id: a.id,
+  filename: a.filename,
+  content_type: a.contentType,
+  size_bytes: a.sizeBytes,
+  download_url: downloadUrl(core, emailId, a.id),
+});
+
+export const toWireEmail = (core: Core, e: EmailFull) => ({
+  ...toWireSummary(e),
+  to: e.to,
+  cc: e.cc,
+  message_id: e.messageId,
+  headers: e.headers,
+  text_body: e.textBody,
+  html_body: e.htmlBody,
+  attachments: e.attachments.map((a) => toWireAttachment(core, e.id, a)),
+});
+
+export const toWireLimits = (l: { perMinute: number; perDay: number }, concurrentWaits: number) => ({
+  requests_per_minute: l.perMinute,
+  requests_per_day: l.perDay,
+  concurrent_waits: concurrentWaits,
+});
+
+export const toWireKey = (core: Core, apiKey: string, k: KeyRecord) => ({
+  api_key: apiKey,
+  key_prefix: k.prefix,
+  label: k.label,
+  tier: 'free' as const,
+  limits: toWireLimits(core.config.key, core.config.key.concurrentWaits),
+  created_at: iso(k.createdAt),
+  warning: 'Store this key now: it is shown only once and cannot be recovered. Lost keys are replaced by creating a new one.',
+});

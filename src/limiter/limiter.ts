@@ -1,0 +1,52 @@
+// The Limiter seam: fixed per-minute and per-day (UTC) windows per bucket, and concurrent-wait slots.
+// Counting is atomic per backend, so N parallel requests against a limit of L admit exactly L.
+
+import type { Limits } from '../config.ts';
+
+export interface LimitResult {
+  allowed: boolean;
+  /** Set when !allowed. */
+  reason?: 'rate_limited' | 'quota_exceeded';
+  /** Per-minute limit (the `ratelimit-limit` header). */
+  limit: number;
+  /** Requests left in this minute, never negative. */
+  remaining: number;
+  /** Seconds until the minute window resets (`ratelimit-reset`). */
+  resetSeconds: number;
+  /** Seconds to wait when !allowed (`retry-after`). */
+  retryAfterSeconds: number;
+  usedMinute: number;
+  usedDay: number;
+}
+
+export interface Limiter {
+  /** Counts one request against the bucket and says whether it is admitted. */
+  hit(bucket: string, limits: Limits, now: number): Promise<LimitResult>;
+  /** The bucket's state without counting anything. */
+  peek(bucket: string, limits: Limits, now: number): Promise<LimitResult>;
+  /**
+   * Takes one of `max` wait slots for the bucket; returns the release function, or null when all
+   * are taken. A slot not released within `leaseMs` (a crashed node) frees itself.
+   */
+  acquireWait(bucket: string, max: number, leaseMs: number, now: number): Promise<(() => Promise<void>) | null>;
+  close(): Promise<void>;
+}
+
+export const MINUTE_MS = 60_000;
+export const DAY_MS = 86_400_000;
+
+/** Builds a LimitResult from the counts after (or without) this request. */
+export function limitResult(limits: Limits, usedMinute: number, usedDay: number, now: number, counted: boolean): LimitResult {
+  const resetSeconds = Math.max(1, Math.ceil((MINUTE_MS - (now % MINUTE_MS)) / 1000));
+  const daySeconds = Math.max(1, Math.ceil((DAY_MS - (now % DAY_MS)) / 1000));
+  const base = {
+    limit: limits.perMinute,
+    remaining: Math.max(0, limits.perMinute - usedMinute),
+    resetSeconds,
+    usedMinute: Math.min(usedMinute, limits.perMinute),
+    usedDay: Math.min(usedDay, limits.perDay),
+  };
+  if (counted && usedMinute > limits.perMinute) return { ...base, allowed: false, reason: 'rate_limited', retryAfterSeconds: resetSeconds };
+  if (counted && usedDay > limits.perDay) return { ...base, allowed: false, reason: 'quota_exceeded', retryAfterSeconds: daySeconds };
+  return { ...base, allowed: true, retryAfterSeconds: 0 };
+}

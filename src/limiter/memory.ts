@@ -1,0 +1,64 @@
+// In-process limiter for single-node deployments (SQLite). Counters live in memory: a restart
+// forgets the current windows, which only ever favours the caller.
+import type { Limits } from '../config.ts';
+import { DAY_MS, MINUTE_MS, limitResult, type Limiter } from './limiter.ts';
+
+export function createMemoryLimiter(): Limiter {
+  const counters = new Map<string, { window: number; count: number }>();
+  const slots = new Map<string, Map<number, number>>(); // bucket → slot id → lease expiry
+  let nextSlot = 1;
+  let sweepAt = 0;
+
+  const read = (key: string, window: number) => {
+    const c = counters.get(key);
+    return c && c.window === window ? c.count : 0;
+  };
+  const incr = (key: string, window: number) => {
+    const c = counters.get(key);
+    const count = c && c.window === window ? c.count + 1 : 1;
+    counters.set(key, { window, count });
+    return count;
+  };
+  const sweep = (now: number) => {
+    if (now < sweepAt) return;
+    sweepAt = now + MINUTE_MS;
+    const minute = Math.floor(now / MINUTE_MS);
+    const day = Math.floor(now / DAY_MS);
+    for (const [k, c] of counters) {
+      if (c.window !== (k.startsWith('m:') ? minute : day)) counters.delete(k);
+    }
+  };
+
+  return {
+    async hit(bucket: string, limits: Limits, now: number) {
+      sweep(now);
+      const minute = Math.floor(now / MINUTE_MS);
+      const day = Math.floor(now / DAY_MS);
+      const usedMinute = incr(`m:${bucket}`, minute);
+      if (usedMinute > limits.perMinute) return limitResult(limits, usedMinute, read(`d:${bucket}`, day), now, true);
+      const usedDay = incr(`d:${bucket}`, day);
+      return limitResult(limits, usedMinute, usedDay, now, true);
+    },
+    async peek(bucket: string, limits: Limits, now: number) {
+      return limitResult(limits, read(`m:${bucket}`, Math.floor(now / MINUTE_MS)), read(`d:${bucket}`, Math.floor(now / DAY_MS)), now, false);
+    },
+    async acquireWait(bucket: string, max: number, leaseMs: number, now: number) {
+      let held = slots.get(bucket);
+      if (!held) slots.set(bucket, (held = new Map()));
+      for (const [id, expiry] of held) if (expiry <= now) held.delete(id);
+      if (held.size >= max) return null;
+      const id = nextSlot++;
+      held.set(id, now + leaseMs);
+      return async () => {
+        const h = slots.get(bucket);
+        if (!h) return;
+        h.delete(id);
+        if (h.size === 0) slots.delete(bucket);
+      };
+    },
+    async close() {
+      counters.clear();
+      slots.clear();
+    },
+  };
+}

@@ -1,0 +1,101 @@
+// Entry: `ephemail [serve]`, `ephemail keys list`, `ephemail keys revoke <prefix>`.
+import { assemble, createLogger, openBackends } from './assemble.ts';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import { systemClock } from './domain/clock.ts';
+
+const USAGE = `Usage:
+  ephemail [serve]               start the SMTP receiver, HTTP API, tool endpoint and web pages
+  ephemail keys list             list API keys (prefix, label, created_at, revoked)
+  ephemail keys revoke <prefix>  revoke every key whose prefix starts with <prefix>
+Configuration is read from EPHEMAIL_* environment variables (see README).`;
+
+async function serve(config: Config): Promise<void> {
+  const service = await assemble(config);
+  const { log } = service.core;
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      log.error('shutdown took over 15 s; exiting');
+      process.exit(1);
+    }, 15_000);
+    force.unref();
+    service.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  try {
+    await service.start();
+  } catch (err) {
+    log.fatal({ err }, 'could not start');
+    await service.stop().catch(() => undefined);
+    process.exit(1);
+  }
+}
+
+async function keys(config: Config, args: string[]): Promise<number> {
+  const log = createLogger({ ...config, logLevel: 'warn' });
+  const { store, bus, limiter } = await openBackends(config, log);
+  try {
+    if (args[0] === 'list') {
+      const all = await store.listKeys();
+      if (all.length === 0) console.log('no keys');
+      for (const k of all) {
+        console.log([k.prefix, JSON.stringify(k.label), new Date(k.createdAt).toISOString(), k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : 'active'].join('\t'));
+      }
+      return 0;
+    }
+    if (args[0] === 'revoke' && args[1]) {
+      const prefix = args[1];
+      if (prefix.length < 6) {
+        console.error('A prefix must have at least 6 characters (keys start with eph_), so one typo cannot revoke many keys.');
+        return 2;
+      }
+      const revoked = await store.revokeKeys(prefix, systemClock.now());
+      if (revoked.length === 0) {
+        console.error(`No active key has a prefix starting with ${prefix}`);
+        return 1;
+      }
+      for (const k of revoked) console.log(`revoked ${k.prefix}\t${JSON.stringify(k.label)}\tcreated ${new Date(k.createdAt).toISOString()}`);
+      return 0;
+    }
+    console.error(USAGE);
+    return 2;
+  } finally {
+    await bus.close();
+    await limiter.close();
+    await store.close();
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command = 'serve', ...rest] = argv;
+  if (command === '--help' || command === '-h' || command === 'help') {
+    console.log(USAGE);
+    return;
+  }
+  let config: Config;
+  try {
+    config = loadConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`ephemail: ${err.message}`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  if (command === 'serve') return serve(config);
+  if (command === 'keys') process.exit(await keys(config, rest));
+  console.error(`ephemail: unknown command ${JSON.stringify(command)}\n${USAGE}`);
+  process.exit(2);
+}
+
+await main(process.argv.slice(2));

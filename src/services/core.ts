@@ -1,0 +1,22 @@
+// What every use case needs, built once in assemble.ts and passed down (no module-level state).
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import type { Bus } from '../bus/bus.ts';
+import type { Clock } from '../domain/clock.ts';
+import type { Limiter } from '../limiter/limiter.ts';
+import type { Store } from '../store/store.ts';
+import type { WaitRegistry } from './wait.ts';
+
+export interface Core {
+  config: Config;
+  store: Store;
+  bus: Bus;
+  limiter: Limiter;
+  clock: Clock;
+  log: Logger;
+  waits: WaitRegistry;
+  /** `{base_url}`: EPHEMAIL_PUBLIC_URL, or http://localhost:<bound port> once HTTP listens. */
+  baseUrl(): string;
+  /** Whether the SMTP listener is accepting connections (health). */
+  smtpRunning(): boolean;
+}

@@ -1,0 +1,42 @@
+// Generating inbox addresses (POST /inboxes and create_inbox). Inboxes are implicit: this only
+// picks an address that is empty now.
+import { randomBytes } from 'node:crypto';
+import { CREATE_LOCAL_PART_RE, randomLocalPart, type Address } from '../domain/address.ts';
+import { AppError } from '../domain/errors.ts';
+import type { Core } from './core.ts';
+
+export interface CreateInboxInput {
+  domain?: string;
+  localPart?: string;
+  /** Length of a random local part: 10 for the API, 8 for the tool endpoint (DECISIONS.md). */
+  randomLength: number;
+  /** Field names for error messages (the tool endpoint calls them differently). */
+  fields?: { domain: string; localPart: string };
+}
+
+export async function createInbox(core: Core, input: CreateInboxInput): Promise<Address> {
+  const fields = input.fields ?? { domain: 'domain', localPart: 'local_part' };
+  const domains = core.config.domains;
+  const domain = input.domain === undefined ? domains[0] : input.domain.trim().toLowerCase();
+  if (!domains.includes(domain)) {
+    throw new AppError('invalid_request', `${fields.domain} ${JSON.stringify(input.domain)} is not an active domain; use one of: ${domains.join(', ')} (GET /api/v1/domains)`);
+  }
+  const now = core.clock.now();
+  if (input.localPart !== undefined) {
+    const localPart = input.localPart.toLowerCase();
+    if (!CREATE_LOCAL_PART_RE.test(localPart)) {
+      throw new AppError('invalid_request', `${fields.localPart} must match ^[a-z0-9][a-z0-9._+-]{0,63}$ (letters, digits, . _ + -, starting with a letter or digit, at most 64)`);
+    }
+    const address = `${localPart}@${domain}`;
+    if (await core.store.hasEmails(address, now)) {
+      throw new AppError('address_in_use', `${address} already holds mail, so it cannot be handed out as empty. Delete its mail first (DELETE /api/v1/inboxes/${address}/emails) or omit ${fields.localPart} for a random address.`);
+    }
+    return { address, localPart, domain };
+  }
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const localPart = randomLocalPart(input.randomLength, (n) => randomBytes(n));
+    const address = `${localPart}@${domain}`;
+    if (!(await core.store.hasEmails(address, now))) return { address, localPart, domain };
+  }
+  throw new AppError('internal_error', 'Could not find an empty random address; retry');
+}

@@ -1,0 +1,55 @@
+// Free API keys: minting (3 per IP per 24 h), authenticating (SHA-256 lookup), and the operator's
+// revoke/list. Only the hash of a key is ever stored (spec: Authentication 6).
+import { createHash, randomInt } from 'node:crypto';
+import { AppError } from '../domain/errors.ts';
+import type { KeyRecord } from '../store/store.ts';
+import type { Core } from './core.ts';
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+export const KEY_PREFIX = 'eph_';
+const KEY_RE = /^eph_[0-9A-Za-z]{40}$/;
+const DAY_MS = 86_400_000;
+
+export const hashKey = (raw: string) => createHash('sha256').update(raw).digest('hex');
+
+export function generateKey(): string {
+  let s = KEY_PREFIX;
+  for (let i = 0; i < 40; i++) s += BASE62[randomInt(62)];
+  return s;
+}
+
+export interface MintedKey {
+  apiKey: string;
+  record: KeyRecord;
+}
+
+export async function mintKey(core: Core, input: { label?: string; contactEmail?: string }, ipBucket: string): Promise<MintedKey> {
+  const apiKey = generateKey();
+  const now = core.clock.now();
+  const record: KeyRecord = {
+    hash: hashKey(apiKey),
+    prefix: apiKey.slice(0, 12),
+    label: input.label ?? '',
+    contactEmail: input.contactEmail ?? null,
+    createdAt: now,
+    revokedAt: null,
+  };
+  const res = await core.store.mintKey(record, ipBucket, core.config.keysPerIpPerDay, DAY_MS, now);
+  if (!res.ok) {
+    const retryAfter = Math.ceil(res.retryAfterMs / 1000);
+    throw new AppError('rate_limited', `This IP address already created ${core.config.keysPerIpPerDay} keys in the last 24 hours; the next one can be created in ${retryAfter} s. Reuse a key you have.`, { retryAfter });
+  }
+  return { apiKey, record };
+}
+
+/** The live key for a raw key string; 401 unauthorized when it is malformed, unknown or revoked (no downgrade). */
+export async function authenticate(core: Core, raw: string): Promise<KeyRecord> {
+  const key = raw.trim();
+  const record = KEY_RE.test(key) ? await core.store.findKey(hashKey(key)) : null;
+  if (!record) throw new AppError('unauthorized', 'The API key is not valid. Check it was copied whole, or create a new one with POST /api/v1/keys (keys cannot be recovered).');
+  if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator. Create a new one with POST /api/v1/keys.`);
+  return record;
+}
+
+export const revokeKeys = (core: Core, prefix: string) => core.store.revokeKeys(prefix, core.clock.now());
+export const listKeys = (core: Core) => core.store.listKeys();

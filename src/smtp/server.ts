@@ -1,0 +1,156 @@
+// The SMTP receiver (smtp-server): catch-all for the active domains, no AUTH, SIZE enforced while
+// streaming, and a 250 only after the store made every copy durable. Reply codes come from
+// smtpReplyFor(), the one translator of errors to SMTP.
+import type { AddressInfo } from 'node:net';
+import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
+import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
+import { mailedByOf, parseAddress } from '../domain/address.ts';
+import { StoreUnavailableError } from '../domain/errors.ts';
+import type { Core } from '../services/core.ts';
+import { ingest } from '../services/ingest.ts';
+import { parseMessage } from './parse.ts';
+
+export const MAX_RECIPIENTS = 100;
+const MAX_CLIENTS = 1000;
+const MAX_PER_IP = 50;
+
+// smtp-server picks an enhanced status code from the reply code alone (550 → 5.1.1), but our replies
+// need specific ones (550 5.1.2 for an unknown domain). A reply whose text starts with its own
+// enhanced code is sent as written.
+const OWN_ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
+type Send = ((code: number, data?: string | string[] | null, context?: string | false) => void) & { ephemailPatched?: boolean };
+const proto = SMTPConnection.prototype as unknown as { send: Send };
+const originalSend = proto.send;
+if (!originalSend.ephemailPatched) {
+  const patched: Send = function send(this: unknown, code, data, context) {
+    return originalSend.call(this, code, data, typeof data === 'string' && OWN_ENHANCED.test(data) ? false : context);
+  };
+  patched.ephemailPatched = true;
+  proto.send = patched;
+}
+
+type SmtpError = Error & { responseCode: number };
+const smtpError = (code: number, message: string): SmtpError => Object.assign(new Error(message), { responseCode: code });
+
+/** The one translation of an ingest failure to an SMTP reply: temporary (4xx) unless the message itself is at fault. */
+export function smtpReplyFor(err: unknown): SmtpError {
+  const code = (err as { code?: string })?.code;
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC') return smtpError(452, '4.3.1 Insufficient system storage, try again later');
+  if (err instanceof StoreUnavailableError || (typeof code === 'string' && code.startsWith('SQLITE_'))) {
+    return smtpError(451, '4.3.0 Temporary storage failure, try again later');
+  }
+  return smtpError(451, '4.3.0 Local error in processing, try again later');
+}
+
+export interface SmtpListener {
+  listen(port: number, host: string): Promise<AddressInfo>;
+  /** Stops accepting; waits for transactions in flight (bounded). */
+  close(): Promise<void>;
+  readonly running: boolean;
+  readonly server: SMTPServer;
+}
+
+export function createSmtpReceiver(core: Core): SmtpListener {
+  const { config } = core;
+  const perIp = new Map<string, number>();
+  let running = false;
+
+  const server = new SMTPServer({
+    name: config.domains[0],
+    banner: 'ephemail ESMTP: receive-only disposable inboxes',
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    size: config.maxMessageBytes,
+    rejectOversized: true,
+    maxClients: MAX_CLIENTS,
+    maxRecipients: MAX_RECIPIENTS,
+    hideENHANCEDSTATUSCODES: false,
+    hideDSN: true,
+    disableReverseLookup: true,
+    socketTimeout: 60_000,
+    closeTimeout: 10_000,
+    logger: false,
+
+    onConnect(session, callback) {
+      const ip = session.remoteAddress;
+      const n = (perIp.get(ip) ?? 0) + 1;
+      if (n > MAX_PER_IP) return callback(smtpError(421, '4.7.0 Too many connections from your address, try again later'));
+      perIp.set(ip, n);
+      (session as SMTPServerSession & { counted?: boolean }).counted = true;
+      callback();
+    },
+    onClose(session) {
+      if (!(session as SMTPServerSession & { counted?: boolean }).counted) return;
+      const ip = session.remoteAddress;
+      const n = (perIp.get(ip) ?? 1) - 1;
+      if (n <= 0) perIp.delete(ip);
+      else perIp.set(ip, n);
+    },
+    onMailFrom(_address, _session, callback) {
+      callback();
+    },
+    onRcptTo(address, _session, callback) {
+      const raw = address.address;
+      if (/[\r\n\u0000]/.test(raw)) return callback(smtpError(501, '5.1.3 Bad recipient address syntax'));
+      const parsed = parseAddress(raw);
+      if (!parsed) return callback(smtpError(553, '5.1.3 Recipient address is not one this service can name: use local-part@domain with a dot-atom local part of at most 64 bytes'));
+      if (!config.domains.includes(parsed.domain)) {
+        return callback(smtpError(550, `5.1.2 This service does not accept mail for ${parsed.domain}; active domains: ${config.domains.join(', ')}`));
+      }
+      callback();
+    },
+    onData(stream: SMTPServerDataStream, session, callback) {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= config.maxMessageBytes) chunks.push(chunk);
+      });
+      stream.on('error', (err) => callback(smtpReplyFor(err)));
+      stream.on('end', () => {
+        if (stream.sizeExceeded || size > config.maxMessageBytes) {
+          return callback(smtpError(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageBytes} bytes`));
+        }
+        const raw = Buffer.concat(chunks, size);
+        const recipients = session.envelope.rcptTo.map((r) => parseAddress(r.address)!.address);
+        const mailFrom = session.envelope.mailFrom;
+        const mailedBy = mailedByOf(mailFrom ? mailFrom.address : null);
+        parseMessage(raw, config)
+          .then((parsed) => ingest(core, parsed, recipients, mailedBy))
+          .then(
+            (stored) => callback(null, `2.0.0 Ok: stored ${stored.length === 1 ? `as ${stored[0].id}` : `${stored.length} copies`}`),
+            (err) => {
+              core.log.error({ err }, 'delivery failed; answered with a temporary error');
+              callback(smtpReplyFor(err));
+            },
+          );
+      });
+    },
+  });
+  server.on('error', (err) => core.log.warn({ err }, 'smtp connection error'));
+
+  return {
+    server,
+    get running() {
+      return running;
+    },
+    listen(port, host) {
+      return new Promise((resolve, reject) => {
+        const onError = (err: Error) => reject(err);
+        server.server.once('error', onError);
+        server.listen(port, host, () => {
+          server.server.off('error', onError);
+          running = true;
+          resolve(server.server.address() as AddressInfo);
+        });
+      });
+    },
+    close() {
+      return new Promise((resolve) => {
+        if (!running) return resolve();
+        running = false;
+        server.close(() => resolve());
+      });
+    },
+  };
+}
