@@ -5,14 +5,45 @@ import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
+import { ipBucket } from '../domain/limits.ts';
 import { StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { ingest } from '../services/ingest.ts';
 import { parseMessage } from './parse.ts';
 
 export const MAX_RECIPIENTS = 100;
-const MAX_CLIENTS = 1000;
-const MAX_PER_IP = 50;
+
+/** Connection limits of the receiver (docs/security.md, "Limits"). Tests shorten them. */
+export interface SmtpLimits {
+  /** Connections open at once, all clients together; the next one gets 421. */
+  maxClients: number;
+  /** Connections open at once from one client (IPv4 address or IPv6 /64); the next one gets 421. */
+  maxPerIp: number;
+  /** Whole-session deadline: a 421 closes the connection however busy the client keeps it. */
+  sessionMs: number;
+  /** Idle timeout while the client owes input (smtp-server socketTimeout); 421 after it. */
+  idleMs: number;
+}
+
+export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
+  maxClients: 1000,
+  maxPerIp: 20,
+  sessionMs: 10 * 60_000,
+  idleMs: 60_000,
+});
+
+/** The parts of smtp-server's connection object the session deadline looks at. */
+interface ConnectionView {
+  id: string;
+  session: SMTPServerSession;
+  send(code: number, data: string): void;
+  _handlerPending?: boolean;
+  _dataStream?: unknown;
+  _parser?: { _dataMode?: boolean } | false;
+  _closing?: boolean;
+  _closed?: boolean;
+}
+type Tracked = SMTPServerSession & { counted?: string; deadline?: NodeJS.Timeout };
 
 // smtp-server picks an enhanced status code from the reply code alone (550 → 5.1.1), but our replies
 // need specific ones (550 5.1.2 for an unknown domain). A reply whose text starts with its own
@@ -50,10 +81,31 @@ export interface SmtpListener {
   readonly server: SMTPServer;
 }
 
-export function createSmtpReceiver(core: Core): SmtpListener {
+export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}): SmtpListener {
   const { config } = core;
+  const limits: SmtpLimits = { ...DEFAULT_SMTP_LIMITS, ...overrides };
   const perIp = new Map<string, number>();
   let running = false;
+
+  const connectionOf = (session: SMTPServerSession): ConnectionView | undefined => {
+    for (const c of server.connections as unknown as Set<ConnectionView>) if (c.session === session) return c;
+    return undefined;
+  };
+  /**
+   * The session deadline: smtp-server has none (its idle timeout restarts on every byte). When it
+   * passes, the connection gets `421` and is closed, unless the service itself is deciding on a
+   * received message (or a command); then the reply comes first and the 421 right after it.
+   */
+  const armDeadline = (session: Tracked, ms: number) => {
+    session.deadline = setTimeout(() => {
+      const c = connectionOf(session);
+      if (!c || c._closing || c._closed) return;
+      const deciding = c._handlerPending || (c._dataStream && c._parser && !c._parser._dataMode);
+      if (deciding) return armDeadline(session, 250);
+      c.send(421, `4.4.2 Session time limit of ${Math.round(limits.sessionMs / 1000)} s reached, closing connection`);
+    }, ms);
+    session.deadline.unref();
+  };
 
   const server = new SMTPServer({
     name: config.domains[0],
@@ -62,31 +114,48 @@ export function createSmtpReceiver(core: Core): SmtpListener {
     disabledCommands: ['AUTH', 'STARTTLS'],
     size: config.maxMessageBytes,
     rejectOversized: true,
-    maxClients: MAX_CLIENTS,
+    maxClients: limits.maxClients,
     maxRecipients: MAX_RECIPIENTS,
     hideENHANCEDSTATUSCODES: false,
     hideDSN: true,
+    hideSize: false,
+    hide8BITMIME: false,
+    hidePIPELINING: false,
+    hideSMTPUTF8: false,
+    // AUTH is off: no 530 for anonymous senders; nothing here uses a login
+    authMethods: [],
+    // inbound only: no XCLIENT/XFORWARD spoofing of the client address, no PROXY header trust
+    useXClient: false,
+    useXForward: false,
+    useProxy: false,
     disableReverseLookup: true,
-    socketTimeout: 60_000,
+    socketTimeout: limits.idleMs,
     closeTimeout: 10_000,
+    maxAllowedUnauthenticatedCommands: false,
     logger: false,
 
     onConnect(session, callback) {
-      const ip = session.remoteAddress;
+      const ip = ipBucket(session.remoteAddress);
       const n = (perIp.get(ip) ?? 0) + 1;
-      if (n > MAX_PER_IP) return callback(smtpError(421, '4.7.0 Too many connections from your address, try again later'));
+      if (n > limits.maxPerIp) return callback(smtpError(421, `4.7.0 More than ${limits.maxPerIp} connections from your address, try again later`));
       perIp.set(ip, n);
-      (session as SMTPServerSession & { counted?: boolean }).counted = true;
+      const tracked = session as Tracked;
+      tracked.counted = ip;
+      armDeadline(tracked, limits.sessionMs);
       callback();
     },
     onClose(session) {
-      if (!(session as SMTPServerSession & { counted?: boolean }).counted) return;
-      const ip = session.remoteAddress;
+      const tracked = session as Tracked;
+      if (tracked.deadline) clearTimeout(tracked.deadline);
+      const ip = tracked.counted;
+      if (!ip) return;
+      tracked.counted = undefined;
       const n = (perIp.get(ip) ?? 1) - 1;
       if (n <= 0) perIp.delete(ip);
       else perIp.set(ip, n);
     },
-    onMailFrom(_address, _session, callback) {
+    onMailFrom(address, _session, callback) {
+      if (/[\r\n\u0000]/.test(address.address)) return callback(smtpError(501, '5.1.7 Bad sender address syntax'));
       callback();
     },
     onRcptTo(address, _session, callback) {
