@@ -1,11 +1,14 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
 import cors from '@fastify/cors';
+import { Value } from '@sinclair/typebox/value';
+import type { TSchema } from '@sinclair/typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { AppError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerCaller } from './plugins/caller.ts';
-import { registerErrorHandling } from './plugins/errors.ts';
+import { registerErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { registerRoutes } from './routes.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
@@ -31,6 +34,8 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     logController: new LogController({ disableRequestLogging: true }), // per-request lines cost throughput; errors are still logged
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
     ajv: { customOptions: { coerceTypes: true, removeAdditional: false, useDefaults: true, allErrors: false } },
+    // errors Fastify raises before routing (a path that is not valid percent-encoding) get the envelope too
+    frameworkErrors: (err, _request, reply) => sendError(core, reply, toAppError(err)),
   });
 
   app.decorate('endpointList', [] as FastifyInstance['endpointList']);
@@ -63,6 +68,13 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
   // An absent body is an empty object: POST /inboxes and /keys take an optional body.
   app.addHook('preValidation', async (request) => {
     if (request.body === undefined && (request.method === 'POST' || request.method === 'DELETE')) request.body = {};
+    // Bodies are checked strictly, before Ajv (which coerces types for the query string) sees them:
+    // {"label": 5} is a wrong type, not the label "5".
+    const schema = request.routeOptions.schema?.body as TSchema | undefined;
+    if (schema && request.body !== undefined) {
+      const first = Value.Errors(schema, request.body).First();
+      if (first) throw new AppError('invalid_request', describeBodyError(first.path, first.message));
+    }
   });
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
   await registerOpenApi(app, core);
@@ -79,4 +91,12 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
   registerDocs(app, core);
   for (const mount of mounts) await mount(app, core);
   return app;
+}
+
+/** "body.label: expected string" from a TypeBox value error; names the offending field. */
+function describeBodyError(path: string, message: string): string {
+  if (path === '') return 'body must be a JSON object';
+  const field = `body${path.replace(/\//g, '.')}`;
+  if (message === 'Unexpected property') return `${field} is not a known field`;
+  return `${field}: ${message.charAt(0).toLowerCase()}${message.slice(1)}`;
 }
