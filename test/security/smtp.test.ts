@@ -37,7 +37,7 @@ async function open(port: number) {
 describe('SMTP hostile input', () => {
   let svc: TestService;
   before(async () => {
-    svc = await startService({ EPHEMAIL_MAX_MESSAGE_BYTES: String(2 * 1024 * 1024) });
+    svc = await startService({ EPHEMAIL_MAX_MESSAGE_BYTES: String(2 * 1024 * 1024) }, { mounts: [] });
   });
   after(async () => svc.stop());
 
@@ -204,7 +204,7 @@ describe('SMTP connection limits', () => {
   let rx: SmtpListener;
   let port: number;
   before(async () => {
-    svc = await startService();
+    svc = await startService({}, { mounts: [] });
     rx = createSmtpReceiver(svc.service.core, { maxPerIp: 3, maxClients: 5, sessionMs: 1500, idleMs: 60_000 });
     port = ((await rx.listen(0, '127.0.0.1')) as AddressInfo).port;
   });
@@ -259,7 +259,7 @@ describe('SMTP connection limits', () => {
 
 describe('SMTP global connection cap', () => {
   test('connections over maxClients get 421', async () => {
-    const svc = await startService();
+    const svc = await startService({}, { mounts: [] });
     const rx = createSmtpReceiver(svc.service.core, { maxPerIp: 100, maxClients: 4 });
     const port = ((await rx.listen(0, '127.0.0.1')) as AddressInfo).port;
     try {
