@@ -1,5 +1,162 @@
-// The web pages: placeholder until they land (issue 4).
-import type { FastifyInstance } from 'fastify';
+// The web pages (issue 4, docs/web.md): `/`, `/inbox/<address>`, `/inbox/<address>/<id>`, the live
+// feed `/web/events/<address>`, the isolated email frame `/web/frames/<id>` with its inline images,
+// and the static script and stylesheet. Same process, no build step: the assets are read at start.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../domain/errors.ts';
+import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
+import { getAttachment, getEmail, resolveInbox } from '../services/emails.ts';
+import { createStreamHub } from './events.ts';
+import { INLINE_IMAGE_TYPES, frameDocument } from './frame.ts';
+import { emailPage, homePage, inboxPage, inboxPath, messagePage, type Assets } from './pages.ts';
+import { WEB_LIMITS, frameHeaders, pageHeaders } from './security.ts';
 
-export function registerWeb(_app: FastifyInstance, _core: Core): void {}
+interface Asset {
+  path: string;
+  type: string;
+  body: Buffer;
+}
+
+function loadAssets(): { urls: Assets; byPath: Map<string, Asset> } {
+  const byPath = new Map<string, Asset>();
+  const load = (file: string, type: string) => {
+    const body = readFileSync(new URL(`./assets/${file}`, import.meta.url));
+    const hash = createHash('sha256').update(body).digest('hex').slice(0, 10);
+    const [name, ext] = file.split('.');
+    const path = `/web/assets/${name}.${hash}.${ext}`;
+    byPath.set(path, { path, type, body });
+    return path;
+  };
+  return { urls: { js: load('app.js', 'text/javascript; charset=utf-8'), css: load('app.css', 'text/css; charset=utf-8') }, byPath };
+}
+
+type Params = { address?: string; id?: string; attachment_id?: string; file?: string };
+
+export function registerWeb(app: FastifyInstance, core: Core): void {
+  const { urls, byPath } = loadAssets();
+  const hub = createStreamHub();
+  app.addHook('preClose', async () => hub.closeAll());
+
+  const html = (reply: FastifyReply, status: number, body: string) =>
+    pageHeaders(reply).code(status).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
+
+  /** Counts a web request in the IP's web bucket; answers 429 itself and returns false when over. */
+  const admit = async (request: FastifyRequest, reply: FastifyReply, kind: 'page' | 'other'): Promise<boolean> => {
+    const r = await core.limiter.hit(`web:${ipBucket(request.ip)}`, WEB_LIMITS, core.clock.now());
+    if (r.allowed) return true;
+    reply.header('retry-after', String(r.retryAfterSeconds));
+    if (kind === 'page') html(reply, 429, messagePage(urls, 'Slow down', `Too many page loads from your network; retry in ${r.retryAfterSeconds} s.`));
+    else reply.code(429).type('text/plain; charset=utf-8').send(`Too many requests; retry in ${r.retryAfterSeconds} s`);
+    return false;
+  };
+
+  /** An AppError from a service as a page (not_found, invalid_request); anything else propagates. */
+  const errorPage = (reply: FastifyReply, err: unknown, link?: { href: string; label: string }) => {
+    if (!(err instanceof AppError) || (err.type !== 'not_found' && err.type !== 'invalid_request')) throw err;
+    const title = err.type === 'not_found' ? 'Not found' : 'Not a valid address';
+    return html(reply, err.status, messagePage(urls, title, err.message, link));
+  };
+
+  const hide = { schema: { hide: true } };
+
+  app.get('/', hide, async (request, reply) => {
+    if (!(await admit(request, reply, 'page'))) return reply;
+    return html(reply, 200, homePage(urls, core.config.domains, core.config.emailTtlSeconds));
+  });
+
+  // The home page's form without script: a name or an address → its inbox.
+  app.get<{ Querystring: { address?: string } }>('/open', hide, async (request, reply) => {
+    if (!(await admit(request, reply, 'page'))) return reply;
+    let raw = String(request.query.address ?? '').trim();
+    if (raw && !raw.includes('@')) raw = `${raw}@${core.config.domains[0]}`;
+    try {
+      const { address } = resolveInbox(core, raw);
+      return reply.code(303).header('location', inboxPath(address)).send();
+    } catch (err) {
+      return errorPage(reply, err);
+    }
+  });
+
+  app.get<{ Params: Params }>('/inbox/:address', hide, async (request, reply) => {
+    if (!(await admit(request, reply, 'page'))) return reply;
+    try {
+      const { address } = resolveInbox(core, request.params.address ?? '');
+      return html(reply, 200, inboxPage(urls, address, core.config.emailTtlSeconds));
+    } catch (err) {
+      return errorPage(reply, err);
+    }
+  });
+
+  app.get<{ Params: Params }>('/inbox/:address/:id', hide, async (request, reply) => {
+    if (!(await admit(request, reply, 'page'))) return reply;
+    let inbox: string | undefined;
+    try {
+      inbox = resolveInbox(core, request.params.address ?? '').address;
+      const email = await getEmail(core, request.params.id ?? '');
+      return html(reply, 200, emailPage(urls, email));
+    } catch (err) {
+      return errorPage(reply, err, inbox ? { href: inboxPath(inbox), label: `Back to ${inbox}` } : undefined);
+    }
+  });
+
+  app.get<{ Params: Params }>('/web/events/:address', hide, async (request, reply) => {
+    let address: string;
+    try {
+      address = resolveInbox(core, request.params.address ?? '').address;
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      return reply.code(err.status).type('text/plain; charset=utf-8').send(err.message);
+    }
+    if (!(await admit(request, reply, 'other'))) return reply;
+    if (!hub.open(core, request, reply, address, ipBucket(request.ip))) {
+      return reply.code(429).header('retry-after', '10').type('text/plain; charset=utf-8').send('Too many open inbox pages from your network');
+    }
+    return reply;
+  });
+
+  app.get<{ Params: Params; Querystring: { images?: string } }>('/web/frames/:id', hide, async (request, reply) => {
+    if (!(await admit(request, reply, 'other'))) return reply;
+    const remote = request.query.images === '1';
+    try {
+      const email = await getEmail(core, request.params.id ?? '');
+      return frameHeaders(reply, remote).type('text/html; charset=utf-8').send(frameDocument(email));
+    } catch (err) {
+      if (!(err instanceof AppError) || err.type !== 'not_found') throw err;
+      return frameHeaders(reply, false).code(404).type('text/plain; charset=utf-8').send('This email is gone.');
+    }
+  });
+
+  // Inline (cid:) images of the frame: raster images only, never SVG or HTML, never sniffed.
+  app.get<{ Params: Params }>('/web/frames/:id/cid/:attachment_id', hide, async (request, reply) => {
+    if (!(await admit(request, reply, 'other'))) return reply;
+    const gone = () => frameHeaders(reply, false).code(404).type('text/plain; charset=utf-8').send('No such inline image');
+    let att;
+    try {
+      att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '');
+    } catch (err) {
+      if (err instanceof AppError && err.type === 'not_found') return gone();
+      throw err;
+    }
+    if (!INLINE_IMAGE_TYPES.has(att.meta.contentType)) return gone();
+    const chunks: Uint8Array[] = [];
+    for await (const c of att.chunks) chunks.push(c);
+    return frameHeaders(reply, false)
+      .header('content-security-policy', "default-src 'none'; sandbox")
+      .header('cache-control', 'private, max-age=3600')
+      .type(att.meta.contentType)
+      .send(Buffer.concat(chunks));
+  });
+
+  app.get<{ Params: Params }>('/web/assets/:file', hide, async (request, reply) => {
+    const asset = byPath.get(`/web/assets/${request.params.file ?? ''}`);
+    if (!asset) return reply.code(404).type('text/plain; charset=utf-8').send('No such asset');
+    return reply
+      .type(asset.type)
+      .header('cache-control', 'public, max-age=31536000, immutable')
+      .header('x-content-type-options', 'nosniff')
+      .header('cross-origin-resource-policy', 'same-origin')
+      .send(asset.body);
+  });
+}

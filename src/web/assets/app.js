@@ -1,0 +1,337 @@
+// ephemail web pages: one small script for the home page, the inbox and the email view. Plain
+// browser JavaScript served as is (no build step). Mail content is only ever put in the DOM as
+// text (textContent), never as markup; the HTML body lives in a sandboxed frame of its own.
+'use strict';
+
+(() => {
+  const $ = (sel, root = document) => root.querySelector(sel);
+  const page = document.body.dataset.page;
+  let clockOffset = 0; // server time minus browser time, from the event stream's snapshot
+
+  const toastEl = $('#toast');
+  let toastTimer = 0;
+  function toast(message) {
+    if (!toastEl) return;
+    toastEl.textContent = message;
+    toastEl.classList.add('show');
+    clearTimeout(toastTimer);
+    toastTimer = setTimeout(() => toastEl.classList.remove('show'), 2600);
+  }
+
+  function inboxPath(address) {
+    return '/inbox/' + encodeURIComponent(address).replace(/%40/g, '@');
+  }
+
+  async function apiError(res) {
+    try {
+      const body = await res.json();
+      if (body && body.error && body.error.message) return body.error.message;
+    } catch {
+      // not JSON
+    }
+    return 'Request failed (' + res.status + ')';
+  }
+
+  // ---- time ---------------------------------------------------------------------------------
+  const now = () => Date.now() + clockOffset;
+
+  function relative(ms) {
+    const s = Math.max(0, Math.round((now() - ms) / 1000));
+    if (s < 10) return 'just now';
+    if (s < 60) return s + ' s ago';
+    const m = Math.floor(s / 60);
+    if (m < 60) return m + ' min ago';
+    const h = Math.floor(m / 60);
+    if (h < 48) return h + ' h ago';
+    return Math.floor(h / 24) + ' d ago';
+  }
+
+  function countdown(ms) {
+    const s = Math.max(0, Math.round((ms - now()) / 1000));
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    const sec = String(s % 60).padStart(2, '0');
+    if (s === 0) return 'deleting now';
+    return 'deleted in ' + (h > 0 ? h + ':' + String(m).padStart(2, '0') : String(m)) + ':' + sec;
+  }
+
+  function tickTimes() {
+    for (const el of document.querySelectorAll('time[data-rel]')) el.textContent = relative(Date.parse(el.dateTime));
+    for (const el of document.querySelectorAll('time[data-countdown]')) el.textContent = countdown(Date.parse(el.dateTime));
+  }
+
+  // ---- home ---------------------------------------------------------------------------------
+  function home() {
+    const button = $('#create');
+    const error = $('#create-error');
+    button.addEventListener('click', async () => {
+      button.disabled = true;
+      error.hidden = true;
+      try {
+        const res = await fetch('/api/v1/inboxes', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        if (!res.ok) throw new Error(await apiError(res));
+        const { data } = await res.json();
+        location.assign(inboxPath(data.address));
+      } catch (err) {
+        error.textContent = err instanceof Error ? err.message : String(err);
+        error.hidden = false;
+        button.disabled = false;
+      }
+    });
+  }
+
+  // ---- inbox --------------------------------------------------------------------------------
+  function inbox() {
+    const address = document.body.dataset.address;
+    const list = $('#emails');
+    const emptyState = $('#empty-state');
+    const count = $('#count');
+    const emptyButton = $('#empty');
+    const statusText = $('#status-text');
+    const live = $('#live');
+    const emails = new Map(); // id -> summary
+    const baseTitle = document.title;
+    let unseen = 0;
+
+    function el(tag, cls, text) {
+      const e = document.createElement(tag);
+      if (cls) e.className = cls;
+      if (text !== undefined) e.textContent = text;
+      return e;
+    }
+
+    function row(m, fresh) {
+      const li = el('li', 'row' + (fresh ? ' new' : ''));
+      li.dataset.id = m.id;
+      const a = el('a', 'row-link');
+      a.href = inboxPath(address) + '/' + encodeURIComponent(m.id);
+      const top = el('span', 'row-top');
+      top.append(el('span', 'from', m.sender || '(no sender)'));
+      const t = el('time', 'when');
+      t.dateTime = m.received_at;
+      t.dataset.rel = '';
+      t.title = m.received_at.replace('T', ' ').slice(0, 19) + ' UTC';
+      top.append(t);
+      const bottom = el('span', 'row-bottom');
+      const subject = el('span', 'subject', m.subject || '(no subject)');
+      if (m.has_attachments) subject.append(el('span', 'clip', ' · attachment'));
+      bottom.append(subject);
+      const ttl = el('time', 'ttl');
+      ttl.dateTime = m.expires_at;
+      ttl.dataset.countdown = '';
+      bottom.append(ttl);
+      a.append(top, bottom);
+      const del = el('button', 'del', 'Delete');
+      del.type = 'button';
+      del.setAttribute('aria-label', 'Delete email "' + (m.subject || '(no subject)') + '" from ' + (m.sender || 'unknown sender'));
+      del.addEventListener('click', () => deleteOne(m.id, li));
+      li.append(a, del);
+      return li;
+    }
+
+    function render() {
+      const n = emails.size;
+      count.textContent = n === 1 ? '1 email' : n + ' emails';
+      emptyState.hidden = n > 0;
+      emptyButton.disabled = n === 0;
+      tickTimes();
+    }
+
+    function add(items, fresh) {
+      // items: oldest first; each goes on top, so the list stays newest first
+      for (const m of items) {
+        if (emails.has(m.id)) continue;
+        emails.set(m.id, m);
+        list.prepend(row(m, fresh));
+        if (fresh && document.hidden) unseen++;
+      }
+      if (unseen > 0) document.title = '(' + unseen + ') ' + baseTitle;
+      render();
+    }
+
+    document.addEventListener('visibilitychange', () => {
+      if (!document.hidden) {
+        unseen = 0;
+        document.title = baseTitle;
+      }
+    });
+
+    async function deleteOne(id, li) {
+      const res = await fetch('/api/v1/emails/' + encodeURIComponent(id), { method: 'DELETE' });
+      if (!res.ok && res.status !== 404) return toast(await apiError(res));
+      const next = li.nextElementSibling || li.previousElementSibling;
+      li.remove();
+      emails.delete(id);
+      render();
+      toast('Email deleted');
+      const focus = next && next.querySelector('a');
+      (focus || list).focus?.();
+    }
+
+    let confirmTimer = 0;
+    emptyButton.addEventListener('click', async () => {
+      if (!emptyButton.dataset.confirm) {
+        emptyButton.dataset.confirm = '1';
+        emptyButton.textContent = 'Delete all ' + emails.size + '? Click again';
+        confirmTimer = setTimeout(() => {
+          delete emptyButton.dataset.confirm;
+          emptyButton.textContent = 'Empty inbox';
+        }, 5000);
+        return;
+      }
+      clearTimeout(confirmTimer);
+      delete emptyButton.dataset.confirm;
+      emptyButton.textContent = 'Empty inbox';
+      const res = await fetch('/api/v1/inboxes/' + encodeURIComponent(address) + '/emails', { method: 'DELETE' });
+      if (!res.ok) return toast(await apiError(res));
+      const { data } = await res.json();
+      emails.clear();
+      list.replaceChildren();
+      render();
+      toast(data.deleted === 1 ? 'Deleted 1 email' : 'Deleted ' + data.deleted + ' emails');
+    });
+
+    $('#copy').addEventListener('click', async (ev) => {
+      const text = ev.currentTarget.dataset.copy;
+      try {
+        await navigator.clipboard.writeText(text);
+      } catch {
+        const ta = el('textarea');
+        ta.value = text;
+        document.body.append(ta);
+        ta.select();
+        document.execCommand('copy');
+        ta.remove();
+      }
+      toast('Address copied');
+    });
+
+    // Live feed: the server pushes a snapshot on each (re)connect, then every new email.
+    let source = null;
+    let retry = 0;
+    function setStatus(ok, text) {
+      live.classList.toggle('on', ok);
+      statusText.textContent = text;
+    }
+    function connect() {
+      source = new EventSource('/web/events/' + encodeURIComponent(address));
+      source.addEventListener('snapshot', (ev) => {
+        const snap = JSON.parse(ev.data);
+        clockOffset = Date.parse(snap.now) - Date.now();
+        const ids = new Set(snap.emails.map((m) => m.id));
+        for (const id of [...emails.keys()]) {
+          if (!ids.has(id)) {
+            emails.delete(id);
+            list.querySelector('li[data-id="' + CSS.escape(id) + '"]')?.remove();
+          }
+        }
+        add(snap.emails.slice().reverse(), false);
+        retry = 0;
+        setStatus(true, 'Live: new mail appears here by itself');
+      });
+      source.addEventListener('mail', (ev) => {
+        const items = JSON.parse(ev.data).emails;
+        add(items, true);
+        toast(items.length === 1 ? 'New email: ' + (items[0].subject || '(no subject)') : items.length + ' new emails');
+      });
+      source.addEventListener('error', () => {
+        setStatus(false, 'Reconnecting…');
+        if (source.readyState === EventSource.CLOSED) {
+          // refused (429) or failed: try again with backoff; EventSource only retries on its own after a clean close
+          source.close();
+          retry = Math.min(retry + 1, 6);
+          setTimeout(connect, 1000 * 2 ** retry);
+        }
+      });
+    }
+    connect();
+    addEventListener('pagehide', () => source && source.close());
+
+    // Expired mail leaves the list when its countdown ends.
+    setInterval(() => {
+      const t = now();
+      for (const [id, m] of emails) {
+        if (Date.parse(m.expires_at) <= t) {
+          emails.delete(id);
+          list.querySelector('li[data-id="' + CSS.escape(id) + '"]')?.remove();
+        }
+      }
+      render();
+    }, 1000);
+  }
+
+  // ---- email view ---------------------------------------------------------------------------
+  function email() {
+    const id = document.body.dataset.id;
+    const inboxHref = document.body.dataset.inbox;
+
+    // Tabs: buttons with role=tab; arrow keys move between them (WAI-ARIA tabs pattern).
+    const tabs = [...document.querySelectorAll('[role=tab]')];
+    function select(tab) {
+      for (const t of tabs) {
+        const on = t === tab;
+        t.setAttribute('aria-selected', String(on));
+        t.tabIndex = on ? 0 : -1;
+        document.getElementById(t.getAttribute('aria-controls')).hidden = !on;
+      }
+    }
+    tabs.forEach((tab, i) => {
+      tab.addEventListener('click', () => select(tab));
+      tab.addEventListener('keydown', (ev) => {
+        const d = ev.key === 'ArrowRight' ? 1 : ev.key === 'ArrowLeft' ? -1 : 0;
+        if (!d) return;
+        const next = tabs[(i + d + tabs.length) % tabs.length];
+        select(next);
+        next.focus();
+      });
+    });
+
+    const load = $('#load-images');
+    if (load) {
+      load.addEventListener('click', () => {
+        $('#body-frame').src = '/web/frames/' + encodeURIComponent(id) + '?images=1';
+        load.disabled = true;
+        load.textContent = 'Remote images loaded';
+      });
+    }
+
+    $('#delete-email').addEventListener('click', async () => {
+      const res = await fetch('/api/v1/emails/' + encodeURIComponent(id), { method: 'DELETE' });
+      if (!res.ok && res.status !== 404) return toast(await apiError(res));
+      location.assign(inboxHref);
+    });
+
+    // Plain text: http(s) addresses become links; everything stays text.
+    const pre = $('pre[data-linkify]');
+    if (pre) {
+      const text = pre.textContent;
+      const re = /\bhttps?:\/\/[^\s<>"']+[^\s<>"'.,;:!?)\]]/g;
+      const out = [];
+      let last = 0;
+      for (const m of text.matchAll(re)) {
+        out.push(document.createTextNode(text.slice(last, m.index)));
+        const a = document.createElement('a');
+        a.href = m[0];
+        a.textContent = m[0];
+        a.rel = 'noopener noreferrer nofollow';
+        a.target = '_blank';
+        out.push(a);
+        last = m.index + m[0].length;
+      }
+      if (out.length) {
+        out.push(document.createTextNode(text.slice(last)));
+        pre.replaceChildren(...out);
+      }
+    }
+
+    document.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Escape' && !ev.target.closest('input,textarea')) location.assign(inboxHref);
+    });
+  }
+
+  if (page === 'home') home();
+  else if (page === 'inbox') inbox();
+  else if (page === 'email') email();
+  tickTimes();
+  setInterval(tickTimes, 1000);
+})();

@@ -1,0 +1,146 @@
+// The HTML of the pages: a shared layout and one function per page. Every value that came from
+// mail or from the URL goes through esc(); the pages carry no inline script or style (PAGE_CSP).
+import type { EmailFull } from '../store/store.ts';
+
+export const esc = (s: unknown): string => String(s ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** `/inbox/<address>` as web_url writes it (DECISIONS.md): the address percent-encoded, `@` kept. */
+export const inboxPath = (address: string): string => `/inbox/${encodeURIComponent(address).replace(/%40/g, '@')}`;
+export const emailPath = (address: string, id: string): string => `${inboxPath(address)}/${encodeURIComponent(id)}`;
+
+export interface Assets {
+  js: string;
+  css: string;
+}
+
+export function humanSize(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  const units = ['KB', 'MB', 'GB'];
+  let v = bytes / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const utc = (ms: number) => `${iso(ms).slice(0, 19).replace('T', ' ')} UTC`;
+
+function layout(assets: Assets, opts: { title: string; page: string; body: string; data?: Record<string, string> }): string {
+  const data = Object.entries(opts.data ?? {}).map(([k, v]) => ` data-${k}="${esc(v)}"`).join('');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="color-scheme" content="light dark">
+<meta name="referrer" content="no-referrer">
+<title>${esc(opts.title)}</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="${esc(assets.css)}">
+<script src="${esc(assets.js)}" defer></script>
+</head>
+<body data-page="${esc(opts.page)}"${data}>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top"><a class="brand" href="/">ephemail</a><nav><a href="/docs">API</a></nav></header>
+<main id="main" tabindex="-1">
+${opts.body}
+</main>
+<div id="toast" class="toast" role="status" aria-live="polite"></div>
+</body>
+</html>`;
+}
+
+export function homePage(assets: Assets, domains: readonly string[], ttlSeconds: number): string {
+  const minutes = Math.round(ttlSeconds / 60);
+  const body = `<section class="hero">
+<h1>Disposable inboxes</h1>
+<p class="lead">Get a throwaway address in one click and watch mail arrive live: for testing sign-up flows and keeping your real address private.</p>
+<p class="lead muted">Receive-only and public: anyone who knows an address can read its mail, and every email is deleted ${minutes} minutes after it arrives.</p>
+<p><button id="create" class="primary" type="button">Create a random inbox</button></p>
+<p id="create-error" class="error" role="alert" hidden></p>
+</section>
+<section class="card">
+<form id="open-form" action="/open" method="get" class="open-form">
+<label for="open-address">Open any address</label>
+<div class="field-row"><input id="open-address" name="address" type="text" inputmode="email" autocomplete="off" autocapitalize="none" spellcheck="false" placeholder="name@${esc(domains[0])}" required maxlength="320"><button type="submit">Open</button></div>
+<p class="hint muted">A name without <code>@</code> opens it at <code>${esc(domains[0])}</code>.</p>
+</form>
+</section>
+<section class="card">
+<h2>Active domains</h2>
+<ul class="domains">${domains.map((d) => `<li><code>${esc(d)}</code></li>`).join('')}</ul>
+<p class="muted">Any name at these domains receives mail from the moment you use it. Automate it with the <a href="/docs">JSON API</a> or the MCP tool endpoint at <code>/mcp</code>.</p>
+</section>`;
+  return layout(assets, { title: 'ephemail: disposable inboxes', page: 'home', body, data: { domain: domains[0] } });
+}
+
+export function inboxPage(assets: Assets, address: string, ttlSeconds: number): string {
+  const minutes = Math.round(ttlSeconds / 60);
+  const body = `<section class="inbox-head">
+<p class="muted label">Inbox</p>
+<div class="address-row"><h1 id="address" class="address">${esc(address)}</h1><button id="copy" type="button" data-copy="${esc(address)}">Copy address</button></div>
+<p class="status"><span id="live" class="dot" aria-hidden="true"></span><span id="status-text">Connecting…</span></p>
+</section>
+<div class="toolbar"><span id="count" class="muted">Loading…</span><button id="empty" type="button" class="danger" disabled>Empty inbox</button></div>
+<ol id="emails" class="list" aria-label="Emails, newest first"></ol>
+<div id="empty-state" class="empty-state" hidden>
+<p><strong>No mail yet.</strong> Send something to <code>${esc(address)}</code>: it shows up here by itself.</p>
+<p class="muted">Emails are deleted ${minutes} minutes after they arrive.</p>
+</div>
+<noscript><p class="error">This page needs JavaScript to list mail live; the <a href="/docs">JSON API</a> works without it.</p></noscript>`;
+  return layout(assets, { title: `${address} · ephemail`, page: 'inbox', body, data: { address, inbox: inboxPath(address) } });
+}
+
+/** Rewrites nothing: the email's own HTML is never part of this page, only the frame's address. */
+export function emailPage(assets: Assets, e: EmailFull): string {
+  const hasHtml = e.htmlBody !== null && e.htmlBody.trim() !== '';
+  const first = hasHtml ? 'html' : 'text';
+  const tab = (id: string, label: string) =>
+    `<button type="button" role="tab" id="tab-${id}" aria-controls="panel-${id}" aria-selected="${id === first}" tabindex="${id === first ? 0 : -1}">${label}</button>`;
+  const row = (label: string, value: string) => (value ? `<dt>${label}</dt><dd>${value}</dd>` : '');
+  const attachments = e.attachments.length === 0 ? '' : `<section class="card attachments" aria-labelledby="att-h">
+<h2 id="att-h">Attachments (${e.attachments.length})</h2>
+<ul>${e.attachments.map((a) => `<li><a class="download" href="/api/v1/emails/${esc(e.id)}/attachments/${esc(encodeURIComponent(a.id))}" download="${esc(a.filename)}">${esc(a.filename)}</a> <span class="muted">${esc(humanSize(a.sizeBytes))} · ${esc(a.contentType)}</span></li>`).join('')}</ul>
+</section>`;
+  const headers = e.headers.map((h) => `<tr><th scope="row">${esc(h.name)}</th><td>${esc(h.value)}</td></tr>`).join('');
+  const body = `<nav class="crumbs"><a id="back" href="${esc(inboxPath(e.address))}">← ${esc(e.address)}</a></nav>
+<article class="email">
+<h1 class="subject">${e.subject ? esc(e.subject) : '<span class="muted">(no subject)</span>'}</h1>
+<dl class="meta">
+${row('From', esc(e.sender) || '<span class="muted">(none)</span>')}
+${row('Mailed by', esc(e.mailedBy ?? ''))}
+${row('To', esc(e.to))}
+${row('Cc', esc(e.cc))}
+${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e.receivedAt)}">${utc(e.receivedAt)}</time>`)}
+${row('Deleted', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
+</dl>
+<div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button></div>
+${attachments}
+<div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}</div>
+${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html" class="panel"${first === 'html' ? '' : ' hidden'}>
+<div class="frame-bar"><span class="muted">Shown isolated: no scripts, no forms. Remote images are blocked so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button></div>
+<iframe id="body-frame" title="Email body (isolated)" sandbox="allow-popups allow-popups-to-escape-sandbox" referrerpolicy="no-referrer" loading="eager" src="/web/frames/${esc(e.id)}"></iframe>
+</section>` : ''}
+<section id="panel-text" role="tabpanel" aria-labelledby="tab-text" class="panel"${first === 'text' ? '' : ' hidden'}>
+${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkify>${esc(e.textBody)}</pre>` : '<p class="muted">This email has no plain-text part.</p>'}
+</section>
+<section id="panel-headers" role="tabpanel" aria-labelledby="tab-headers" class="panel" hidden>
+<div class="table-wrap"><table class="headers"><tbody>${headers}</tbody></table></div>
+</section>
+</article>`;
+  return layout(assets, {
+    title: `${e.subject || '(no subject)'} · ephemail`,
+    page: 'email',
+    body,
+    data: { id: e.id, address: e.address, inbox: inboxPath(e.address) },
+  });
+}
+
+export function messagePage(assets: Assets, title: string, message: string, link?: { href: string; label: string }): string {
+  const body = `<section class="card message"><h1>${esc(title)}</h1><p>${esc(message)}</p>
+<p>${link ? `<a href="${esc(link.href)}">${esc(link.label)}</a> · ` : ''}<a href="/">Home</a></p></section>`;
+  return layout(assets, { title: `${title} · ephemail`, page: 'message', body });
+}
