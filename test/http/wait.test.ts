@@ -1,0 +1,163 @@
+// Long-poll `wait` (spec: GET /inboxes/{address}/emails rules 3-4, Limits; DECISIONS.md shutdown).
+import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
+import { after, before, describe, test } from 'node:test';
+import { startService, type TestService } from '../helpers/service.ts';
+import { sendRaw, message } from '../helpers/smtp.ts';
+import { expectError, expectLimitHeaders, expectSummary } from '../helpers/contract.ts';
+
+const baseOf = (svc: TestService) => svc.http.replace('127.0.0.1', 'localhost');
+const mint = async (svc: TestService) => (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key as string;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const mail = (svc: TestService, to: string, subject: string) =>
+  sendRaw(svc.smtpPort, { from: 'w@waiter.example', to: [to], body: message({ From: 'w@waiter.example', To: to, Subject: subject }, 'body') });
+
+describe('wait', () => {
+  let svc: TestService;
+  let key: string;
+  let key2: string;
+  before(async () => {
+    svc = await startService();
+    key = await mint(svc);
+    key2 = await mint(svc);
+  });
+  after(() => svc.stop());
+  const waitFor = (address: string, q: string, k = key, init: RequestInit = {}) =>
+    svc.api(`/api/v1/inboxes/${encodeURIComponent(address)}/emails?${q}`, { ...init, headers: { authorization: `Bearer ${k}` } });
+
+  test('wait without a key → 401 key_required', async () => {
+    const res = await svc.api('/api/v1/inboxes/w1%40ephemail.test/emails?wait=5');
+    expectLimitHeaders(res);
+    const e = await expectError(res, 401, 'key_required', baseOf(svc));
+    assert.match(e.message, /key/i);
+    // wait=0 needs no key
+    assert.equal((await svc.api('/api/v1/inboxes/w1%40ephemail.test/emails?wait=0')).status, 200);
+  });
+
+  test('a wait is woken by mail sent over SMTP and returns it well before the deadline', async () => {
+    const address = 'woken@ephemail.test';
+    const t0 = Date.now();
+    const pending = waitFor(address, 'wait=20');
+    await sleep(300);
+    const sent = Date.now();
+    const r = await mail(svc, address, 'wake up');
+    assert.equal(r.data?.code, 250);
+    const res = await pending;
+    const elapsedAfterSend = Date.now() - sent;
+    assert.equal(res.status, 200);
+    expectLimitHeaders(res);
+    const body = await res.json();
+    assert.equal(body.data.length, 1);
+    expectSummary(body.data[0]);
+    assert.equal(body.data[0].subject, 'wake up');
+    assert.equal(body.meta.waited, true);
+    assert.equal(body.meta.count, 1);
+    assert.equal(body.meta.next_since, body.data[0].id);
+    assert.ok(elapsedAfterSend < 1500, `answered ${elapsedAfterSend} ms after the send`);
+    assert.ok(Date.now() - t0 < 5000);
+  });
+
+  test('wait with since: only newer mail wakes it', async () => {
+    const address = 'since-wait@ephemail.test';
+    await mail(svc, address, 'old');
+    const first = await (await waitFor(address, 'wait=5')).json();
+    assert.equal(first.data.length, 1, 'existing mail returns at once');
+    assert.equal(first.meta.waited, false);
+    const pending = waitFor(address, `wait=20&since=${first.meta.next_since}`);
+    await sleep(200);
+    await mail(svc, address, 'new');
+    const body = await (await pending).json();
+    assert.deepEqual(body.data.map((e: any) => e.subject), ['new']);
+    assert.equal(body.meta.waited, true);
+  });
+
+  test('mail for another address does not end the wait', async () => {
+    const t0 = Date.now();
+    const pending = waitFor('quiet@ephemail.test', 'wait=2');
+    await sleep(200);
+    await mail(svc, 'noisy@ephemail.test', 'not for you');
+    const res = await pending;
+    const body = await res.json();
+    assert.deepEqual(body.data, []);
+    assert.equal(body.meta.waited, true);
+    assert.ok(Date.now() - t0 >= 1900);
+  });
+
+  test('timeout returns empty data with meta.waited true', async () => {
+    const t0 = Date.now();
+    const res = await waitFor('timeout@ephemail.test', 'wait=1');
+    const took = Date.now() - t0;
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { data: [], meta: { address: 'timeout@ephemail.test', count: 0, next_since: null, next_before: null, waited: true } });
+    assert.ok(took >= 950 && took < 3000, `took ${took}`);
+  });
+
+  test('6th concurrent wait on a key → 429 too_many_waiters; other keys unaffected; slots free after', async () => {
+    const controllers = Array.from({ length: 5 }, () => new AbortController());
+    const held = controllers.map((c, i) => waitFor(`slot${i}@ephemail.test`, 'wait=20', key, { signal: c.signal }).catch(() => null));
+    await sleep(400);
+    const sixth = await waitFor('slot5@ephemail.test', 'wait=20');
+    expectLimitHeaders(sixth);
+    await expectError(sixth, 429, 'too_many_waiters', baseOf(svc));
+    // wait=0 on the same key is not a waiter
+    assert.equal((await waitFor('slot5@ephemail.test', 'wait=0')).status, 200);
+    // a different key has its own slots
+    const other = waitFor('other@ephemail.test', 'wait=1', key2);
+    assert.equal((await other).status, 200);
+    for (const c of controllers) c.abort();
+    await Promise.all(held);
+    // the server notices the disconnects and frees the slots
+    let ok = false;
+    for (let i = 0; i < 20 && !ok; i++) {
+      await sleep(100);
+      const res = await waitFor('after@ephemail.test', 'wait=1');
+      ok = res.status === 200;
+      await res.arrayBuffer();
+    }
+    assert.ok(ok, 'a later wait succeeds once the clients have gone');
+    // all five again
+    const again = await Promise.all(Array.from({ length: 5 }, (_, i) => waitFor(`again${i}@ephemail.test`, 'wait=1')));
+    assert.deepEqual(again.map((r) => r.status), [200, 200, 200, 200, 200]);
+  });
+
+  test('a client that disconnects frees its slot at once (raw socket close)', async () => {
+    const s = await startService({ EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS: '1' });
+    try {
+      const k = await mint(s);
+      const u = new URL(s.http);
+      const req = httpRequest({ host: u.hostname, port: u.port, path: '/api/v1/inboxes/dc%40ephemail.test/emails?wait=30', headers: { 'x-api-key': k } });
+      req.on('error', () => undefined);
+      req.end();
+      await sleep(300);
+      const blocked = await s.api('/api/v1/inboxes/dc2%40ephemail.test/emails?wait=1', { headers: { 'x-api-key': k } });
+      await expectError(blocked, 429, 'too_many_waiters', baseOf(s));
+      req.destroy();
+      await sleep(300);
+      assert.equal(s.service.core.waits.held, 0, 'the held poll ended with its client');
+      const res = await s.api('/api/v1/inboxes/dc2%40ephemail.test/emails?wait=1', { headers: { 'x-api-key': k } });
+      assert.equal(res.status, 200);
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
+describe('shutdown answers held polls', () => {
+  test('service.stop() answers a held wait promptly with its empty result', async () => {
+    const s = await startService();
+    const k = await mint(s);
+    const pending = s.api('/api/v1/inboxes/held%40ephemail.test/emails?wait=30', { headers: { authorization: `Bearer ${k}` } });
+    await sleep(300);
+    const t0 = Date.now();
+    const stopping = s.stop();
+    const res = await pending;
+    const answeredIn = Date.now() - t0;
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.deepEqual(body.data, []);
+    assert.equal(body.meta.waited, true);
+    await stopping;
+    assert.ok(Date.now() - t0 < 3000, `stop finished in ${Date.now() - t0} ms`);
+    assert.ok(answeredIn < 2000, `answered in ${answeredIn} ms`);
+  });
+});
