@@ -37,23 +37,65 @@ const SANITIZE: sanitizeHtml.IOptions = {
   disallowedTagsMode: 'discard',
   // <style> is kept for layout; the browser view renders it in a sandboxed, CSP-locked frame
   allowVulnerableTags: true,
-  textFilter: (text, tagName) => (tagName === 'style' ? text.replace(/</g, '') : text),
+  // a stylesheet that could run code in any engine is dropped whole (sanitize-html passes <style>
+  // text through raw, so it is checked here and cleaned of markup by cleanStyleText below)
+  exclusiveFilter: (frame) => frame.tag === 'style' && isScriptCss(frame.text),
   transformTags: {
-    a: (tagName, attribs) => ({ tagName, attribs: { ...attribs, rel: 'noopener noreferrer nofollow' } }),
+    '*': (tagName, attribs) => {
+      const out = { ...attribs };
+      if (out.style !== undefined && isScriptCss(out.style)) delete out.style;
+      if (tagName === 'a') out.rel = 'noopener noreferrer nofollow';
+      return { tagName, attribs: out };
+    },
   },
   enforceHtmlBoundary: false,
   parseStyleAttributes: false,
 };
 (SANITIZE.allowedAttributes as Record<string, string[]>).a.push('rel');
 
-/** The allow-list sanitizer behind `html_body`: no script, embeddable or form elements, no on* attributes, no javascript: URLs. */
+/** Whitespace, controls and invisible characters a browser skips inside CSS tokens and URL schemes. */
+const SQUASH_RE = /[\u0000-\u0020\u007f-\u009f\u200b-\u200f\u2028\u2029\ufeff]+/g;
+
+/**
+ * CSS that can run code in some engine: expression(), javascript:/vbscript: URLs, behaviors and
+ * bindings. CSS escapes (`\73`), comments and whitespace are undone before looking.
+ */
+export function isScriptCss(css: string): boolean {
+  const plain = css
+    .replace(/\\([0-9a-f]{1,6})\s?/gi, (_, h: string) => {
+      const cp = Number.parseInt(h, 16);
+      return cp > 0 && cp <= 0x10ffff ? String.fromCodePoint(cp) : '\ufffd';
+    })
+    .replace(/\\(.)/gs, '$1')
+    .replace(/\/\*.*?(?:\*\/|$)/gs, '')
+    .replace(SQUASH_RE, '');
+  return /expression\(|javascript:|vbscript:|livescript:|behavior:|-moz-binding/i.test(plain);
+}
+
+/**
+ * <style> text never holds markup: CSS ignores the `<!--`/`-->` wrappers old mail puts around it, and
+ * any other `<` is removed, so no parser can read a tag (or a closing `</style`) inside it.
+ */
+const STYLE_BLOCK_RE = /(<style\b[^>]*>)([\s\S]*?)(<\/style>)/gi;
+const cleanStyleText = (html: string) =>
+  html.replace(STYLE_BLOCK_RE, (_, open: string, css: string, close: string) => open + css.replace(/<!--|-->/g, '').replace(/</g, '') + close);
+
+const sanitizePass = (html: string) => cleanStyleText(sanitizeHtml(html, SANITIZE));
+
+/**
+ * The allow-list sanitizer behind `html_body`: no script, embeddable or form elements, no on*
+ * attributes, no javascript: URLs, no script-capable CSS. Idempotent: the parser closes elements
+ * differently once discarded ones are gone, so the pass is repeated until the output is stable.
+ */
 export function sanitizeEmailHtml(html: string): string {
   // NUL is never valid in HTML and some parsers treat it as a tag-name terminator
-  const clean = sanitizeHtml(html.replace(/\u0000/g, ''), SANITIZE);
-  // style attribute values may still carry expression()/javascript: in legacy engines
-  return clean.replace(/\sstyle="([^"]*)"/gi, (m, v: string) =>
-    /expression\s*\(|javascript:|behavior\s*:|-moz-binding/i.test(v.replace(/&[a-z#0-9]+;|\\|\s/gi, '')) ? '' : m,
-  );
+  let out = sanitizePass(html.replace(/\u0000/g, ''));
+  for (let i = 0; i < 4; i++) {
+    const again = sanitizePass(out);
+    if (again === out) break;
+    out = again;
+  }
+  return out;
 }
 
 /** Hidden-element selectors dropped by htmlToText (display:none, visibility:hidden, hidden, aria-hidden). */
