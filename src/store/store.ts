@@ -101,6 +101,12 @@ export interface AttachmentContent {
 export interface StoreCapabilities {
   /** Ids are assigned by the backend itself (shared across nodes). */
   sharedAcrossProcesses: boolean;
+  /**
+   * Ids of different inboxes are strictly ordered by assignment too, and an addEmails spanning
+   * several inboxes is all-or-none. False on Redis Cluster, where the inbox (one slot) is the unit of
+   * order and atomicity: within one inbox ids always increase in the order mail becomes visible.
+   */
+  orderedAcrossInboxes: boolean;
 }
 
 export interface Store {

@@ -1,8 +1,51 @@
-// Redis backends: placeholder until issue 5.
+// Redis backends (EPHEMAIL_STORE=redis://…, rediss://…, redis+cluster://…): one store connection
+// shared with the limiter, one pub/sub connection for the bus. Loaded lazily by assemble.ts.
 import type { Logger } from 'pino';
-import type { Config } from '../../config.ts';
 import type { Backends } from '../../assemble.ts';
+import { createRedisBus } from '../../bus/redis.ts';
+import type { Config } from '../../config.ts';
+import { createRedisLimiter } from '../../limiter/redis.ts';
+import { connect, parseRedisUrl, whenReady, type RedisClient } from './client.ts';
+import { keyspace } from './keys.ts';
+import { createRedisStore } from './redis-store.ts';
 
-export async function openRedisBackends(_config: Config, _log: Logger): Promise<Backends> {
-  throw new Error('EPHEMAIL_STORE=redis:// is not supported by this build yet');
+/** How long start-up waits for Redis before starting anyway (degraded until Redis answers). */
+const STARTUP_WAIT_MS = 5000;
+
+/** Logs connection state changes once each, not every reconnect attempt. */
+function watch(client: RedisClient, role: string, log: Logger): void {
+  let down = false;
+  client.on('error', (err: Error) => {
+    if (!down) log.warn({ err: { message: err.message }, role }, 'redis connection error');
+    down = true;
+  });
+  client.on('close', () => {
+    if (!down) log.warn({ role }, 'redis connection lost; reconnecting');
+    down = true;
+  });
+  client.on('ready', () => {
+    if (down) log.info({ role }, 'redis connection restored');
+    down = false;
+  });
+}
+
+export async function openRedisBackends(config: Config, log: Logger): Promise<Backends> {
+  const target = parseRedisUrl(config.store);
+  const keys = keyspace(target.prefix);
+  const main = connect(target, { name: 'ephemail' });
+  const sub = connect(target, { subscriber: true, name: 'ephemail-bus' });
+  watch(main, 'store', log);
+  watch(sub, 'bus', log);
+  try {
+    await whenReady(main, STARTUP_WAIT_MS);
+  } catch (err) {
+    log.error({ err: { message: (err as Error).message }, store: config.store.replace(/\/\/[^@/]*@/, '//***@') },
+      'Redis is not reachable; starting degraded (health 503, API 500, SMTP 451) until it answers');
+  }
+  const store = createRedisStore({ client: main, keys, cluster: target.cluster });
+  return {
+    store,
+    limiter: createRedisLimiter({ client: main, keys, log }),
+    bus: createRedisBus({ publisher: main, subscriber: sub, channel: keys.channel, log }),
+  };
 }

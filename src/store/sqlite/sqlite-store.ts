@@ -178,8 +178,8 @@ export function createSqliteStore(path: string, options: { random?: () => number
   }
 
   return {
-    capabilities: { sharedAcrossProcesses: false },
-    addEmails: (emails) => guard(() => addEmails(emails)),
+    capabilities: { sharedAcrossProcesses: false, orderedAcrossInboxes: true },
+    addEmails: groupCommit(db, addEmails),
     listEmails: (address: string, query: ListQuery, now: number) =>
       guard(() => {
         const rows = query.since
@@ -252,4 +252,59 @@ function migrate(db: Database.Database): void {
       db.pragma(`user_version = ${v + 1}`);
     })();
   }
+}
+
+// Captured at load: a test's fake timers must not stall durable writes.
+const nextTurn = globalThis.setImmediate;
+const MAX_BATCH = 512;
+
+/**
+ * Group commit: addEmails calls made within one turn of the event loop share one transaction (one
+ * fsync instead of one each), each call in its own savepoint so a failing call fails alone and
+ * stays all-or-none. Every promise settles only after the shared COMMIT returned, so a 250 still
+ * means durable. Calls keep their order, and so do their ids.
+ */
+function groupCommit(db: Database.Database, add: (emails: NewEmail[]) => EmailSummary[]): (emails: NewEmail[]) => Promise<EmailSummary[]> {
+  interface Job { emails: NewEmail[]; resolve: (s: EmailSummary[]) => void; reject: (e: unknown) => void }
+  type Outcome = { ok: true; value: EmailSummary[] } | { ok: false; err: unknown };
+  let queue: Job[] = [];
+  let scheduled = false;
+  const unavailable = (err: unknown) => (db.open ? err : new StoreUnavailableError('the SQLite database is closed', { cause: err }));
+  const flush = () => {
+    scheduled = false;
+    const jobs = queue.length > MAX_BATCH ? queue.splice(0, MAX_BATCH) : queue;
+    queue = jobs === queue ? [] : queue;
+    if (queue.length > 0) schedule();
+    const outcomes: Outcome[] = [];
+    try {
+      db.transaction(() => {
+        for (const job of jobs) {
+          try {
+            outcomes.push({ ok: true, value: add(job.emails) }); // nested: runs in a savepoint
+          } catch (err) {
+            if (!db.inTransaction) throw err; // SQLite rolled back the whole batch (disk full, I/O error)
+            outcomes.push({ ok: false, err });
+          }
+        }
+      })();
+    } catch (err) {
+      for (const job of jobs) job.reject(unavailable(err));
+      return;
+    }
+    jobs.forEach((job, i) => {
+      const o = outcomes[i];
+      if (o.ok) job.resolve(o.value);
+      else job.reject(unavailable(o.err));
+    });
+  };
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    nextTurn(flush);
+  };
+  return (emails) =>
+    new Promise<EmailSummary[]>((resolve, reject) => {
+      queue.push({ emails, resolve, reject });
+      schedule();
+    });
 }

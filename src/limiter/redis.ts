@@ -1,0 +1,68 @@
+// The Redis limiter: the per-minute and per-day counters and the wait slots of a bucket are shared by
+// every node, so limits hold for the service as a whole. Counting is one Lua script (atomic); wait
+// slots are a sorted set scored by lease expiry, so a crashed node's slots free themselves.
+import { randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Limits } from '../config.ts';
+import { call, type RedisClient } from '../store/redis/client.ts';
+import type { Keyspace } from '../store/redis/keys.ts';
+import { closeClient } from '../store/redis/redis-store.ts';
+import { ACQUIRE_WAIT, LIMIT_HIT } from '../store/redis/scripts.ts';
+import { DAY_MS, MINUTE_MS, limitResult, type Limiter } from './limiter.ts';
+
+export interface RedisLimiterOptions {
+  client: RedisClient;
+  keys: Keyspace;
+  /** Quits the client on close (default false: the store owns the shared connection). */
+  ownsClient?: boolean;
+  log?: Logger;
+}
+
+export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
+  const { client, keys: k, log } = options;
+  client.defineCommand('ephLimitHit', { lua: LIMIT_HIT, numberOfKeys: 2 });
+  client.defineCommand('ephAcquireWait', { lua: ACQUIRE_WAIT, numberOfKeys: 1 });
+  const cmd = client as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>;
+  const counters = (bucket: string, now: number) => {
+    const base = k.limiterBase(bucket);
+    return [`${base}m:${Math.floor(now / MINUTE_MS)}`, `${base}d:${Math.floor(now / DAY_MS)}`] as const;
+  };
+
+  return {
+    async hit(bucket: string, limits: Limits, now: number) {
+      const [m, d] = counters(bucket, now);
+      const [usedMinute, usedDay] = (await call(() => cmd.ephLimitHit(m, d, limits.perMinute, 2 * MINUTE_MS, 2 * DAY_MS))) as [number, number];
+      return limitResult(limits, usedMinute, usedDay, now, true);
+    },
+    /**
+     * Reports without counting. While Redis is unreachable it reports an empty window instead of
+     * failing: peek only feeds headers on routes outside the quota (health must still answer 503).
+     */
+    async peek(bucket: string, limits: Limits, now: number) {
+      const [m, d] = counters(bucket, now);
+      try {
+        const [usedMinute, usedDay] = await call(() => (client as RedisClient & { mget(...keys: string[]): Promise<(string | null)[]> }).mget(m, d));
+        return limitResult(limits, Number(usedMinute ?? 0), Number(usedDay ?? 0), now, false);
+      } catch (err) {
+        log?.debug({ err }, 'limiter peek failed; reporting an empty window');
+        return limitResult(limits, 0, 0, now, false);
+      }
+    },
+    async acquireWait(bucket: string, max: number, leaseMs: number, now: number) {
+      const key = `${k.limiterBase(bucket)}w`;
+      const slot = randomUUID();
+      const taken = await call(() => cmd.ephAcquireWait(key, now, max, leaseMs, slot));
+      if (taken !== 1) return null;
+      let released = false;
+      return async () => {
+        if (released) return;
+        released = true;
+        // a failed release is harmless: the lease expires by itself
+        await client.zrem(key, slot).catch((err: unknown) => log?.debug({ err }, 'wait slot release failed; its lease will expire'));
+      };
+    },
+    async close() {
+      if (options.ownsClient) await closeClient(client);
+    },
+  };
+}

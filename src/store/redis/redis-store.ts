@@ -1,0 +1,224 @@
+// The Redis Store: the same contract as the SQLite store (store.ts), shared by every node. Emails and
+// attachments expire by Redis itself (PEXPIREAT at expiresAt); reads also filter on `now`, so a list
+// never shows expired mail. Ids are assigned inside the write script from the server's TIME.
+import { randomInt } from 'node:crypto';
+import type {
+  AttachmentContent, AttachmentMeta, EmailFull, EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, Store,
+} from '../store.ts';
+import { call, type RedisClient } from './client.ts';
+import { addressSlot, idSlot, type Keyspace } from './keys.ts';
+import * as lua from './scripts.ts';
+
+const CHUNK = 256 * 1024;
+const SWEEP_BATCH = 500;
+const SWEEP_PARALLEL = 16;
+
+type Arg = string | number | Buffer;
+type Run = (keys: string[], args: Arg[]) => Promise<unknown>;
+
+/** Registers a script (EVALSHA, falling back to EVAL after a Redis restart) and returns its caller. */
+function script(client: RedisClient, name: string, source: string, numberOfKeys: number): Run {
+  client.defineCommand(name, { lua: source, numberOfKeys });
+  const fn = (client as unknown as Record<string, (...a: Arg[]) => Promise<unknown>>)[name].bind(client);
+  return (keys, args) => fn(...keys, ...args);
+}
+
+type StoredSummary = Omit<EmailSummary, 'id'>;
+interface StoredFull {
+  to: string;
+  cc: string;
+  messageId: string | null;
+  headers: EmailFull['headers'];
+  textBody: string | null;
+  htmlBody: string | null;
+  attachments: AttachmentMeta[];
+}
+
+export interface RedisStoreOptions {
+  client: RedisClient;
+  keys: Keyspace;
+  /** Cluster: ids are sequenced per slot (docs/scaling.md "Ids"); standalone: one global sequence. */
+  cluster: boolean;
+  /** Quits the client on close (default true). */
+  ownsClient?: boolean;
+}
+
+export function createRedisStore(options: RedisStoreOptions): Store {
+  const { client, keys: k, cluster } = options;
+  const run = {
+    add: script(client, 'ephAddEmails', lua.ADD_EMAILS, 1),
+    list: script(client, 'ephListEmails', lua.LIST_EMAILS, 1),
+    del: script(client, 'ephDeleteEmail', lua.DELETE_EMAIL, 1),
+    purge: script(client, 'ephPurgeInbox', lua.PURGE_INBOX, 1),
+    sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
+    mint: script(client, 'ephMintKey', lua.MINT_KEY, 3),
+    revoke: script(client, 'ephRevokeKeys', lua.REVOKE_KEYS, 1),
+  };
+  /** Slots this node already recorded in `slotsInUse` since its last sweep. */
+  const slotsSeen = new Set<number>();
+
+  async function addGroup(slot: number | null, emails: NewEmail[]): Promise<string[]> {
+    const args: Arg[] = [emails.length];
+    for (const e of emails) {
+      const s = addressSlot(e.address);
+      const summary: StoredSummary = {
+        address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
+        hasAttachments: e.attachments.length > 0, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
+      };
+      const full: StoredFull = {
+        to: e.to, cc: e.cc, messageId: e.messageId, headers: e.headers, textBody: e.textBody, htmlBody: e.htmlBody,
+        attachments: e.attachments.map((a, i) => ({ id: String(i + 1), filename: a.filename, contentType: a.contentType, sizeBytes: a.content.byteLength })),
+      };
+      args.push(k.slotBase(s), e.address, s * 2 ** 18 + randomInt(2 ** 18), randomInt(2 ** 30), e.expiresAt, JSON.stringify(summary), JSON.stringify(full), e.attachments.length);
+      for (const a of e.attachments) args.push(Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength));
+    }
+    return (await run.add([k.sequence(slot)], args)) as string[];
+  }
+
+  async function addEmails(emails: NewEmail[]): Promise<EmailSummary[]> {
+    if (emails.length === 0) return [];
+    const slots = [...new Set(emails.map((e) => addressSlot(e.address)))];
+    const fresh = slots.filter((s) => !slotsSeen.has(s));
+    if (fresh.length) {
+      await client.sadd(k.slotsInUse, ...fresh);
+      for (const s of fresh) slotsSeen.add(s);
+    }
+    const ids = new Map<NewEmail, string>();
+    if (!cluster) {
+      (await addGroup(null, emails)).forEach((id, i) => ids.set(emails[i], id));
+    } else {
+      // one script per slot: the inbox is the unit of atomicity and order on Cluster
+      const groups = new Map<number, NewEmail[]>();
+      for (const e of emails) {
+        const s = addressSlot(e.address);
+        groups.set(s, [...(groups.get(s) ?? []), e]);
+      }
+      await Promise.all([...groups].map(async ([s, group]) => (await addGroup(s, group)).forEach((id, i) => ids.set(group[i], id))));
+    }
+    return emails.map((e) => ({
+      id: ids.get(e)!, address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
+      hasAttachments: e.attachments.length > 0, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
+    }));
+  }
+
+  async function listEmails(address: string, query: ListQuery, now: number): Promise<EmailSummary[]> {
+    const [mode, cursor] = query.since ? ['s', query.since.toLowerCase()] : query.before ? ['b', query.before.toLowerCase()] : ['n', ''];
+    const flat = (await run.list([k.index(address)], [k.slotBase(addressSlot(address)), mode, cursor, query.limit, now])) as string[];
+    const out: EmailSummary[] = [];
+    for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i], ...(JSON.parse(flat[i + 1]) as StoredSummary) });
+    return out;
+  }
+
+  /** The live email's stored parts, or null. */
+  async function load(id: string, now: number): Promise<{ summary: StoredSummary; full: StoredFull } | null> {
+    const [x, s, f] = await client.hmget(k.email(id), 'x', 's', 'f');
+    if (x === null || s === null || f === null || Number(x) <= now) return null;
+    return { summary: JSON.parse(s), full: JSON.parse(f) };
+  }
+
+  async function* readChunks(key: string, size: number): AsyncIterable<Uint8Array> {
+    for (let offset = 0; offset < size; offset += CHUNK) {
+      const bytes = await call(() => client.getrangeBuffer(key, offset, Math.min(size, offset + CHUNK) - 1));
+      if (!bytes.length) return; // deleted or expired while streaming
+      yield bytes;
+    }
+  }
+
+  async function sweepSlot(slot: number, now: number): Promise<number> {
+    let removed = 0;
+    for (let round = 0; round < 10_000; round++) {
+      const [n, left] = (await run.sweep([`${k.slotBase(slot)}sx`], [k.slotBase(slot), now, SWEEP_BATCH])) as [number, number];
+      removed += n;
+      if (left === 0) await client.srem(k.slotsInUse, slot);
+      if (n < SWEEP_BATCH) break;
+    }
+    return removed;
+  }
+
+  const toKey = (hash: string, r: Record<string, string>): KeyRecord | null =>
+    r.p === undefined
+      ? null
+      : { hash, prefix: r.p, label: r.l ?? '', contactEmail: r.c ?? null, createdAt: Number(r.t), revokedAt: r.r === undefined ? null : Number(r.r) };
+
+  async function readKeys(hashes: string[]): Promise<KeyRecord[]> {
+    if (hashes.length === 0) return [];
+    const pipe = client.pipeline();
+    for (const h of hashes) pipe.hgetall(k.keyRecord(h));
+    const res = (await pipe.exec()) ?? [];
+    const out: KeyRecord[] = [];
+    res.forEach(([err, r], i) => {
+      if (err) throw err;
+      const rec = toKey(hashes[i], r as Record<string, string>);
+      if (rec) out.push(rec);
+    });
+    return out;
+  }
+
+  return {
+    capabilities: { sharedAcrossProcesses: true, orderedAcrossInboxes: !cluster },
+    addEmails: (emails) => call(() => addEmails(emails)),
+    listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
+    hasEmails: (address, now) => call(async () => (await listEmails(address, { limit: 1 }, now)).length > 0),
+    getEmail: (id, now) =>
+      call(async (): Promise<EmailFull | null> => {
+        const e = await load(id.toLowerCase(), now);
+        return e && { id: id.toLowerCase(), ...e.summary, ...e.full };
+      }),
+    listAttachments: (emailId, now) => call(async () => (await load(emailId.toLowerCase(), now))?.full.attachments ?? null),
+    getAttachment: (emailId, attachmentId, now) =>
+      call(async (): Promise<AttachmentContent | null> => {
+        const id = emailId.toLowerCase();
+        const meta = (await load(id, now))?.full.attachments.find((a) => a.id === attachmentId);
+        return meta ? { meta, chunks: readChunks(k.attachment(id, meta.id), meta.sizeBytes) } : null;
+      }),
+    deleteEmail: (id, now) =>
+      call(async () => {
+        const lid = id.toLowerCase();
+        return (await run.del([k.email(lid)], [k.slotBase(idSlot(lid)), lid, now])) === 1;
+      }),
+    purgeInbox: (address, now) =>
+      call(async () => (await run.purge([k.index(address)], [k.slotBase(addressSlot(address)), address, now])) as number),
+    sweepExpired: (now) =>
+      call(async () => {
+        slotsSeen.clear();
+        const slots = (await client.smembers(k.slotsInUse)).map(Number);
+        let removed = 0;
+        for (let i = 0; i < slots.length; i += SWEEP_PARALLEL) {
+          const counts = await Promise.all(slots.slice(i, i + SWEEP_PARALLEL).map((s) => sweepSlot(s, now)));
+          removed += counts.reduce((a, b) => a + b, 0);
+        }
+        return removed;
+      }),
+    mintKey: (key: NewKey, ip, max, windowMs, now) =>
+      call(async (): Promise<MintResult> => {
+        const res = (await run.mint([k.mintLog(ip), k.keyRecord(key.hash), k.keyList], [
+          now, windowMs, max, key.hash, key.prefix, key.label, key.contactEmail ?? '', key.contactEmail === null ? 0 : 1, key.createdAt,
+        ])) as number[];
+        return res[0] === 1 ? { ok: true } : { ok: false, retryAfterMs: Number(res[1]) };
+      }),
+    findKey: (hash) => call(async () => toKey(hash, await client.hgetall(k.keyRecord(hash)))),
+    listKeys: () =>
+      call(async () => {
+        const all = await readKeys(await client.zrange(k.keyList, '0', '-1'));
+        return all.sort((a, b) => a.createdAt - b.createdAt || (a.prefix < b.prefix ? -1 : a.prefix > b.prefix ? 1 : 0));
+      }),
+    revokeKeys: (prefix, now) =>
+      call(async () => readKeys((await run.revoke([k.keyList], [k.keysBase, prefix, now])) as string[])),
+    ping: () => call(async () => void (await client.ping())),
+    async close() {
+      if (options.ownsClient === false) return;
+      await closeClient(client);
+    },
+  };
+}
+
+/** Quits politely when Redis answers, else drops the connection; never throws. */
+export async function closeClient(client: RedisClient): Promise<void> {
+  if (client.status === 'end') return;
+  try {
+    if (client.status !== 'ready') throw new Error('not ready');
+    await Promise.race([client.quit(), new Promise((_, reject) => setTimeout(() => reject(new Error("quit timeout")), 2000).unref())]);
+  } catch {
+    client.disconnect();
+  }
+}

@@ -1,0 +1,225 @@
+// The Lua scripts of the Redis store. Each runs atomically in one slot: its declared key carries the
+// slot's hash tag and every key it builds from ARGV (`<base>e:<id>`, `<base>a:<id>:<n>`,
+// `<base>i:<address>`, `<base>sx`) carries the same tag (keys.ts). Lua numbers are doubles: every
+// value used here (48-bit ms, 42-bit counter) is an exact integer below 2^53.
+
+/** Helpers shared by the scripts: time from the server, expiry that only ever moves later. */
+const PRELUDE = `
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local function ms_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function extend(key, at, now)
+  local p = redis.call('PTTL', key)
+  if p < 0 or now + p < at then redis.call('PEXPIREAT', key, string.format('%.0f', at)) end
+end
+local function drop_attachments(base, id)
+  local j = 1
+  while redis.call('DEL', base .. 'a:' .. id .. ':' .. j) == 1 do j = j + 1 end
+end
+`;
+
+/**
+ * addEmails. KEYS[1]: the id sequence (hash: ms, c). ARGV[1]: number of emails, then per email:
+ * base, address, low32 (slot << 18 | 18 random bits), r30 (random counter start), expiresAt,
+ * summary JSON, full JSON, attachment count, then that many attachment byte strings.
+ * Ids follow domain/ids.ts exactly: 48-bit ms from the server's TIME, a 42-bit counter
+ * (rand_a 12 bits + the top 30 of rand_b), 32 low bits. A new millisecond starts the counter at
+ * r30 << 10; the same or an earlier one (a clock stepping back, another node) increments it.
+ * Returns the ids in input order.
+ */
+export const ADD_EMAILS = `${PRELUDE}
+local now = ms_now()
+local st = redis.call('HMGET', KEYS[1], 'ms', 'c')
+local last = tonumber(st[1]) or -1
+local counter = tonumber(st[2]) or 0
+local MAX = 4398046511103
+local function hex(n, w) return string.format('%0' .. w .. 'x', n) end
+local out = {}
+local i = 2
+for _ = 1, tonumber(ARGV[1]) do
+  local base, address, low32, r30 = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local expires, summary, full, natt = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7])
+  i = i + 8
+  if now > last then
+    last = now
+    counter = r30 * 1024
+  else
+    counter = counter + 1
+    if counter > MAX then
+      last = last + 1
+      counter = 0
+    end
+  end
+  local rand_a = math.floor(counter / 1073741824)
+  local high32 = 2147483648 + counter % 1073741824
+  local t = hex(math.floor(last / 16777216), 6) .. hex(last % 16777216, 6)
+  local b = hex(math.floor(high32 / 65536), 4) .. hex(high32 % 65536, 4) .. hex(math.floor(low32 / 65536), 4) .. hex(low32 % 65536, 4)
+  local id = t:sub(1, 8) .. '-' .. t:sub(9, 12) .. '-7' .. hex(rand_a, 3) .. '-' .. b:sub(1, 4) .. '-' .. b:sub(5, 16)
+  local at = string.format('%.0f', expires)
+  local ekey = base .. 'e:' .. id
+  redis.call('HSET', ekey, 's', summary, 'f', full, 'x', at, 'a', address)
+  redis.call('PEXPIREAT', ekey, at)
+  for j = 1, natt do
+    redis.call('SET', base .. 'a:' .. id .. ':' .. j, ARGV[i], 'PXAT', at)
+    i = i + 1
+  end
+  local ix = base .. 'i:' .. address
+  redis.call('ZADD', ix, 0, id)
+  extend(ix, expires, now)
+  redis.call('ZADD', base .. 'sx', at, id .. address)
+  extend(base .. 'sx', expires, now)
+  out[#out + 1] = id
+end
+redis.call('HSET', KEYS[1], 'ms', string.format('%.0f', last), 'c', string.format('%.0f', counter))
+return out
+`;
+
+/**
+ * listEmails / hasEmails. KEYS[1]: the inbox index (a zset of ids, all score 0, read by lex order).
+ * ARGV: base, mode (n newest, b before, s since), cursor, limit, now. Returns id, summary pairs of
+ * live emails; index entries whose email Redis already expired are trimmed on the way.
+ */
+export const LIST_EMAILS = `
+local ix, base, mode, cursor = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local limit, now = tonumber(ARGV[4]), tonumber(ARGV[5])
+local out = {}
+local batch = limit + 16
+while true do
+  local ids
+  if mode == 's' then
+    ids = redis.call('ZRANGEBYLEX', ix, '(' .. cursor, '+', 'LIMIT', 0, batch)
+  else
+    ids = redis.call('ZREVRANGEBYLEX', ix, cursor == '' and '+' or '(' .. cursor, '-', 'LIMIT', 0, batch)
+  end
+  for _, id in ipairs(ids) do
+    local v = redis.call('HMGET', base .. 'e:' .. id, 'x', 's')
+    if not v[1] then
+      redis.call('ZREM', ix, id)
+    elseif tonumber(v[1]) > now then
+      out[#out + 1] = id
+      out[#out + 1] = v[2]
+      if #out >= 2 * limit then return out end
+    end
+    cursor = id
+  end
+  if #ids < batch then return out end
+end
+`;
+
+/** deleteEmail. KEYS[1]: the email. ARGV: base, id, now. Returns 1 when a live email was removed. */
+export const DELETE_EMAIL = `${PRELUDE}
+local v = redis.call('HMGET', KEYS[1], 'x', 'a')
+if not v[1] or tonumber(v[1]) <= tonumber(ARGV[3]) then return 0 end
+local base, id = ARGV[1], ARGV[2]
+redis.call('DEL', KEYS[1])
+drop_attachments(base, id)
+redis.call('ZREM', base .. 'i:' .. v[2], id)
+redis.call('ZREM', base .. 'sx', id .. v[2])
+return 1
+`;
+
+/** purgeInbox. KEYS[1]: the inbox index. ARGV: base, address, now. Returns how many were live. */
+export const PURGE_INBOX = `${PRELUDE}
+local base, address, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local live = 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local ekey = base .. 'e:' .. id
+  local x = redis.call('HGET', ekey, 'x')
+  if x and tonumber(x) > now then live = live + 1 end
+  redis.call('DEL', ekey)
+  drop_attachments(base, id)
+  redis.call('ZREM', base .. 'sx', id .. address)
+end
+redis.call('DEL', KEYS[1])
+return live
+`;
+
+/**
+ * sweepExpired for one slot. KEYS[1]: the slot's expiry zset (score expiresAt, member id..address).
+ * ARGV: base, now, batch. Removes up to `batch` emails with expiresAt <= now; returns
+ * {removed, remaining members}.
+ */
+export const SWEEP_SLOT = `${PRELUDE}
+local base = ARGV[1]
+local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+for _, m in ipairs(members) do
+  local id, address = m:sub(1, 36), m:sub(37)
+  redis.call('DEL', base .. 'e:' .. id)
+  drop_attachments(base, id)
+  redis.call('ZREM', base .. 'i:' .. address, id)
+  redis.call('ZREM', KEYS[1], m)
+end
+return {#members, redis.call('ZCARD', KEYS[1])}
+`;
+
+/**
+ * mintKey. KEYS: the IP's mint log (zset of key hashes by createdAt), the key record, the key list.
+ * ARGV: now, windowMs, max, hash, prefix, label, contact ('' with hasContact 0), hasContact, createdAt.
+ * Returns {1} when created, {0, retryAfterMs} when the IP is at its limit.
+ */
+export const MINT_KEY = `
+local now, win, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now - win))
+local recent = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local count = #recent / 2
+if count >= max then
+  if max <= 0 then return {0, win} end
+  local frees = tonumber(recent[2 * (count - max) + 2]) + win
+  return {0, math.max(1, frees - now)}
+end
+redis.call('ZADD', KEYS[1], ARGV[9], ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local fields = {'p', ARGV[5], 'l', ARGV[6], 't', ARGV[9]}
+if ARGV[8] == '1' then fields[#fields + 1] = 'c'; fields[#fields + 1] = ARGV[7] end
+redis.call('HSET', KEYS[2], unpack(fields))
+redis.call('ZADD', KEYS[3], ARGV[9], ARGV[4])
+return {1}
+`;
+
+/**
+ * revokeKeys. KEYS: the key list. ARGV: keys base (`<prefix>{keys}:`), prefix, now.
+ * Marks every unrevoked key whose prefix starts with ARGV[2]; returns their hashes.
+ */
+export const REVOKE_KEYS = `
+local base, prefix, now = ARGV[1], ARGV[2], ARGV[3]
+local out = {}
+for _, hash in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local rec = base .. 'k:' .. hash
+  local v = redis.call('HMGET', rec, 'p', 'r')
+  if v[1] and not v[2] and string.sub(v[1], 1, #prefix) == prefix then
+    redis.call('HSET', rec, 'r', now)
+    out[#out + 1] = hash
+  end
+end
+return out
+`;
+
+/**
+ * Limiter hit. KEYS: the bucket's minute counter, its day counter. ARGV: perMinute, minute TTL ms,
+ * day TTL ms. A request over the minute limit does not count against the day. Returns {minute, day}.
+ */
+export const LIMIT_HIT = `
+local m = redis.call('INCR', KEYS[1])
+if m == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if m > tonumber(ARGV[1]) then return {m, tonumber(redis.call('GET', KEYS[2]) or '0')} end
+local d = redis.call('INCR', KEYS[2])
+if d == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return {m, d}
+`;
+
+/**
+ * Limiter wait slot. KEYS: the bucket's slot zset (member slot id, score lease expiry).
+ * ARGV: now, max, leaseMs, slot id. Expired leases (a crashed node's) are dropped first.
+ * Returns 1 when the slot was taken.
+ */
+export const ACQUIRE_WAIT = `
+local now, lease = tonumber(ARGV[1]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], string.format('%.0f', now + lease), ARGV[4])
+local p = redis.call('PTTL', KEYS[1])
+if p < lease then redis.call('PEXPIRE', KEYS[1], lease) end
+return 1
+`;

@@ -1,0 +1,50 @@
+// Opens Redis stores for the conformance suites: each open() gets its own key prefix under one run
+// prefix; cleanup() deletes every key of the run and checks none is left.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
+import { keyspace } from '../../src/store/redis/keys.ts';
+import { closeClient, createRedisStore } from '../../src/store/redis/redis-store.ts';
+import type { Store } from '../../src/store/store.ts';
+import { countPrefix, dropPrefix } from '../redis/servers.ts';
+
+export interface RedisHarness {
+  runPrefix: string;
+  /** A connected client to `url` (closed by cleanup). */
+  client(): Promise<RedisClient>;
+  /** A store on a fresh prefix. */
+  open(): Promise<Store>;
+  /** A fresh key prefix under the run prefix. */
+  prefix(): string;
+  cleanup(): Promise<void>;
+}
+
+export function redisHarness(url: () => string): RedisHarness {
+  const runPrefix = `ephtest:${randomUUID().slice(0, 8)}:`;
+  const clients: RedisClient[] = [];
+  const h: RedisHarness = {
+    runPrefix,
+    prefix: () => `${runPrefix}${randomUUID().slice(0, 6)}:`,
+    async client() {
+      const c = connect(parseRedisUrl(url()));
+      c.on('error', () => undefined);
+      clients.push(c);
+      await whenReady(c, 10_000);
+      return c;
+    },
+    async open() {
+      const target = parseRedisUrl(url());
+      const c = connect(target);
+      c.on('error', () => undefined);
+      await whenReady(c, 10_000);
+      return createRedisStore({ client: c, keys: keyspace(h.prefix()), cluster: target.cluster });
+    },
+    async cleanup() {
+      const c = await h.client();
+      await dropPrefix(c as never, runPrefix);
+      assert.equal(await countPrefix(c as never, runPrefix), 0, 'every key the tests wrote is gone');
+      for (const x of clients) await closeClient(x);
+    },
+  };
+  return h;
+}

@@ -1,0 +1,7 @@
+// The store conformance suite against the shared single Redis (own key prefix, removed afterwards).
+import { SKIP_REDIS, TEST_REDIS_URL } from '../redis/servers.ts';
+import { redisHarness } from './redis-harness.ts';
+import { storeSuite } from './store.suite.ts';
+
+const h = redisHarness(() => TEST_REDIS_URL);
+storeSuite('redis', { open: h.open, cleanup: h.cleanup, skip: SKIP_REDIS });

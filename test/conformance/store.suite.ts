@@ -1,0 +1,341 @@
+// The one Store conformance suite (ARCHITECTURE.md rule 2): every backend runs it unchanged.
+// Times are near the real clock (Redis expires keys by its own clock); expiry is exercised by
+// passing a later `now`. Behaviour that differs by backend is read from store.capabilities only.
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { describe, it } from 'node:test';
+import type { NewEmail, NewKey, Store } from '../../src/store/store.ts';
+
+export interface StoreHarness {
+  /** A fresh, empty store (own file, key prefix or database). */
+  open(): Promise<Store>;
+  /** Removes everything the suite wrote; runs once after the suite. */
+  cleanup?(): Promise<void>;
+  /** A reason to skip (printed), e.g. no Redis. */
+  skip?: string | false;
+}
+
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+const UUIDV7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+export const inbox = (tag = '') => `${tag}${randomUUID().slice(0, 8)}@ephemail.test`;
+
+export function newEmail(address: string, over: Partial<NewEmail> = {}): NewEmail {
+  const receivedAt = over.receivedAt ?? Date.now();
+  return {
+    address,
+    sender: 'Sender <s@example.org>',
+    mailedBy: 'example.org',
+    subject: 'hello',
+    to: address,
+    cc: '',
+    messageId: '<m@example.org>',
+    headers: [{ name: 'Subject', value: 'hello' }],
+    textBody: 'text',
+    htmlBody: null,
+    attachments: [],
+    receivedAt,
+    expiresAt: receivedAt + HOUR,
+    ...over,
+  };
+}
+
+const key = (prefix: string, createdAt: number, hash = randomBytes(32).toString('hex')): NewKey => ({
+  hash, prefix, label: `label ${prefix}`, contactEmail: null, createdAt,
+});
+
+async function collect(chunks: AsyncIterable<Uint8Array>): Promise<{ bytes: Buffer; count: number }> {
+  const parts: Buffer[] = [];
+  for await (const c of chunks) parts.push(Buffer.from(c));
+  return { bytes: Buffer.concat(parts), count: parts.length };
+}
+
+function increasing(ids: string[], what: string): void {
+  for (let i = 1; i < ids.length; i++) assert.ok(ids[i] > ids[i - 1], `${what}: ${ids[i]} > ${ids[i - 1]} at ${i}`);
+}
+
+export function storeSuite(name: string, harness: StoreHarness): void {
+  describe(`Store conformance: ${name}`, { concurrency: 1, skip: harness.skip }, () => {
+    const withStore = (title: string, fn: (store: Store) => Promise<void>) =>
+      it(title, async () => {
+        const store = await harness.open();
+        try {
+          await fn(store);
+        } finally {
+          await store.close();
+        }
+      });
+
+    withStore('addEmails returns summaries in input order with UUIDv7 ids; getEmail returns every field', async (store) => {
+      const a = inbox();
+      const b = inbox();
+      const now = Date.now();
+      const full = newEmail(a, {
+        sender: '"Ünïcode" <u@example.org>', mailedBy: null, subject: 'Grüße 👋', to: 'x@y, z@w', cc: 'c@d', messageId: null,
+        headers: [{ name: 'X-A', value: '1' }, { name: 'x-a', value: '2' }], textBody: null, htmlBody: '<p>hi</p>',
+      });
+      const res = await store.addEmails([full, newEmail(b, { subject: 'second' })]);
+      assert.equal(res.length, 2);
+      assert.equal(res[0].address, a);
+      assert.equal(res[1].address, b);
+      assert.equal(res[1].subject, 'second');
+      for (const s of res) assert.match(s.id, UUIDV7);
+      if (store.capabilities.orderedAcrossInboxes) assert.ok(res[1].id > res[0].id);
+      const got = await store.getEmail(res[0].id, now);
+      assert.deepEqual(got, {
+        id: res[0].id, address: a, sender: full.sender, mailedBy: null, subject: full.subject, hasAttachments: false,
+        receivedAt: full.receivedAt, expiresAt: full.expiresAt, to: full.to, cc: full.cc, messageId: null,
+        headers: full.headers, textBody: null, htmlBody: '<p>hi</p>', attachments: [],
+      });
+      assert.deepEqual(res[0], {
+        id: res[0].id, address: a, sender: full.sender, mailedBy: null, subject: full.subject, hasAttachments: false,
+        receivedAt: full.receivedAt, expiresAt: full.expiresAt,
+      });
+      assert.equal(await store.getEmail(res[0].id.toUpperCase(), now).then((e) => e?.id), res[0].id, 'ids are case-insensitive');
+      assert.equal(await store.getEmail(randomUUID(), now), null);
+      assert.deepEqual(await store.addEmails([]), []);
+    });
+
+    withStore('lists are per address: newest first, since oldest first, before pages back, limit', async (store) => {
+      const a = inbox();
+      const other = inbox();
+      const now = Date.now();
+      const ids: string[] = [];
+      for (let i = 0; i < 7; i++) {
+        ids.push((await store.addEmails([newEmail(a, { subject: `m${i}` })]))[0].id);
+        await store.addEmails([newEmail(other)]);
+      }
+      increasing(ids, 'sequential adds');
+      const newest = await store.listEmails(a, { limit: 100 }, now);
+      assert.deepEqual(newest.map((e) => e.id), [...ids].reverse());
+      assert.deepEqual(newest.map((e) => e.subject), ['m6', 'm5', 'm4', 'm3', 'm2', 'm1', 'm0']);
+      assert.ok(newest.every((e) => e.address === a));
+      assert.deepEqual((await store.listEmails(a, { limit: 3 }, now)).map((e) => e.id), [ids[6], ids[5], ids[4]]);
+      assert.deepEqual((await store.listEmails(a, { limit: 3, since: ids[2] }, now)).map((e) => e.id), [ids[3], ids[4], ids[5]]);
+      assert.deepEqual((await store.listEmails(a, { limit: 100, since: ids[6] }, now)).map((e) => e.id), []);
+      assert.deepEqual((await store.listEmails(a, { limit: 2, before: ids[4] }, now)).map((e) => e.id), [ids[3], ids[2]]);
+      assert.deepEqual((await store.listEmails(a, { limit: 100, before: ids[0] }, now)).map((e) => e.id), []);
+      // cursors are compared by order; they need not name a stored email
+      const low = '00000000-0000-7000-8000-000000000000';
+      const high = 'ffffffff-ffff-7fff-bfff-ffffffffffff';
+      assert.deepEqual((await store.listEmails(a, { limit: 100, since: low }, now)).map((e) => e.id), ids);
+      assert.deepEqual((await store.listEmails(a, { limit: 2, before: high }, now)).map((e) => e.id), [ids[6], ids[5]]);
+      assert.deepEqual((await store.listEmails(a, { limit: 100, since: ids[3].toUpperCase() }, now)).map((e) => e.id), ids.slice(4));
+      assert.deepEqual(await store.listEmails(inbox(), { limit: 10 }, now), []);
+      assert.equal(await store.hasEmails(a, now), true);
+      assert.equal(await store.hasEmails(inbox(), now), false);
+      // advancing `since` to the last item reads every email exactly once
+      const seen: string[] = [];
+      let cursor = low;
+      for (let round = 0; round < 10; round++) {
+        const page = await store.listEmails(a, { limit: 2, since: cursor }, now);
+        if (page.length === 0) break;
+        seen.push(...page.map((e) => e.id));
+        cursor = page.at(-1)!.id;
+      }
+      assert.deepEqual(seen, ids);
+    });
+
+    withStore('reads never return an email whose expiresAt <= now', async (store) => {
+      const a = inbox();
+      const now = Date.now();
+      const [short, long, mid] = await store.addEmails([
+        newEmail(a, { expiresAt: now + HOUR, subject: 'short' }),
+        newEmail(a, { expiresAt: now + 3 * HOUR, subject: 'long' }),
+        newEmail(a, { expiresAt: now + 2 * HOUR, subject: 'mid' }),
+      ]);
+      const at = now + 2 * HOUR; // `mid` expires exactly now: gone
+      assert.deepEqual((await store.listEmails(a, { limit: 10 }, at)).map((e) => e.subject), ['long']);
+      assert.deepEqual((await store.listEmails(a, { limit: 10, since: '00000000-0000-7000-8000-000000000000' }, at)).map((e) => e.subject), ['long']);
+      assert.deepEqual((await store.listEmails(a, { limit: 1 }, now)).map((e) => e.subject), ['mid']);
+      assert.deepEqual((await store.listEmails(a, { limit: 1, before: mid.id }, at)).map((e) => e.subject), ['long']);
+      assert.equal(await store.getEmail(short.id, at), null);
+      assert.equal(await store.getEmail(mid.id, at), null);
+      assert.equal((await store.getEmail(long.id, at))?.subject, 'long');
+      assert.equal(await store.listAttachments(mid.id, at), null);
+      assert.equal(await store.deleteEmail(mid.id, at), false);
+      assert.equal(await store.hasEmails(a, at), true);
+      assert.equal(await store.hasEmails(a, now + 3 * HOUR), false);
+      assert.deepEqual(await store.listEmails(a, { limit: 10 }, now + 3 * HOUR), []);
+      // still there for an earlier `now`: reads filter, they do not rewrite history
+      assert.equal((await store.getEmail(short.id, now))?.subject, 'short');
+    });
+
+    withStore('attachments: metadata in order, bytes in chunks, missing → null', async (store) => {
+      const a = inbox();
+      const now = Date.now();
+      const big = randomBytes(700 * 1024 + 13);
+      const small = Buffer.from([0, 1, 2, 255, 0]);
+      const view = new Uint8Array(big.buffer, big.byteOffset, big.byteLength);
+      const [e, plain] = await store.addEmails([
+        newEmail(a, { attachments: [
+          { filename: 'big.bin', contentType: 'application/octet-stream', content: view },
+          { filename: 'ä.txt', contentType: 'text/plain; charset=utf-8', content: small },
+          { filename: 'empty', contentType: 'text/plain', content: new Uint8Array(0) },
+        ] }),
+        newEmail(a),
+      ]);
+      assert.equal(e.hasAttachments, true);
+      assert.equal(plain.hasAttachments, false);
+      const metas = await store.listAttachments(e.id, now);
+      assert.deepEqual(metas?.map((m) => [m.filename, m.contentType, m.sizeBytes]), [
+        ['big.bin', 'application/octet-stream', big.length], ['ä.txt', 'text/plain; charset=utf-8', 5], ['empty', 'text/plain', 0],
+      ]);
+      assert.equal(new Set(metas!.map((m) => m.id)).size, 3, 'attachment ids are unique within the email');
+      assert.deepEqual((await store.getEmail(e.id, now))?.attachments, metas);
+      const first = await store.getAttachment(e.id, metas![0].id, now);
+      assert.deepEqual(first?.meta, metas![0]);
+      const got = await collect(first!.chunks);
+      assert.ok(got.bytes.equals(big), 'bytes round-trip');
+      assert.ok(got.count > 1, 'a large attachment is read in several chunks');
+      assert.ok((await collect((await store.getAttachment(e.id, metas![1].id, now))!.chunks)).bytes.equals(small));
+      assert.equal((await collect((await store.getAttachment(e.id, metas![2].id, now))!.chunks)).bytes.length, 0);
+      assert.equal(await store.getAttachment(e.id, 'nope', now), null);
+      assert.equal(await store.getAttachment(randomUUID(), metas![0].id, now), null);
+      assert.deepEqual(await store.listAttachments(plain.id, now), []);
+      assert.equal(await store.listAttachments(randomUUID(), now), null);
+      assert.equal(await store.getAttachment(e.id, metas![0].id, e.expiresAt), null, 'expired email: no attachment');
+    });
+
+    withStore('deleteEmail removes one live email and its attachments', async (store) => {
+      const a = inbox();
+      const now = Date.now();
+      const [x, y] = await store.addEmails([
+        newEmail(a, { attachments: [{ filename: 'f', contentType: 'text/plain', content: Buffer.from('abc') }] }),
+        newEmail(a),
+      ]);
+      assert.equal(await store.deleteEmail(x.id, now), true);
+      assert.equal(await store.deleteEmail(x.id, now), false);
+      assert.equal(await store.deleteEmail(randomUUID(), now), false);
+      assert.equal(await store.getEmail(x.id, now), null);
+      assert.equal(await store.listAttachments(x.id, now), null);
+      assert.equal(await store.getAttachment(x.id, '1', now), null);
+      assert.deepEqual((await store.listEmails(a, { limit: 10 }, now)).map((e) => e.id), [y.id]);
+      assert.equal(await store.deleteEmail(y.id.toUpperCase(), now), true);
+      assert.equal(await store.hasEmails(a, now), false);
+    });
+
+    withStore('purgeInbox removes every email of the address and counts the live ones', async (store) => {
+      const a = inbox();
+      const b = inbox();
+      const now = Date.now();
+      await store.addEmails([newEmail(a), newEmail(a, { expiresAt: now + 10 * 60_000 }), newEmail(a), newEmail(b)]);
+      await store.addEmails([newEmail(a, { attachments: [{ filename: 'f', contentType: 'text/plain', content: Buffer.from('x') }] })]);
+      const at = now + 20 * 60_000;
+      assert.equal(await store.purgeInbox(a, at), 3, 'the expired one is removed but not counted');
+      assert.deepEqual(await store.listEmails(a, { limit: 10 }, now), [], 'expired mail is gone too');
+      assert.equal(await store.purgeInbox(a, at), 0);
+      assert.equal(await store.purgeInbox(inbox(), at), 0);
+      assert.equal((await store.listEmails(b, { limit: 10 }, now)).length, 1, 'other inboxes untouched');
+      const [again] = await store.addEmails([newEmail(a)]);
+      assert.deepEqual((await store.listEmails(a, { limit: 10 }, now)).map((e) => e.id), [again.id], 'an inbox is usable after a purge');
+    });
+
+    withStore('sweepExpired deletes every email with expiresAt <= now and returns how many', async (store) => {
+      const a = inbox();
+      const b = inbox();
+      const now = Date.now();
+      const [gone1, , gone2, keep] = await store.addEmails([
+        newEmail(a, { expiresAt: now + HOUR, attachments: [{ filename: 'f', contentType: 'text/plain', content: Buffer.from('x') }] }),
+        newEmail(a, { expiresAt: now + 3 * HOUR }),
+        newEmail(b, { expiresAt: now + 2 * HOUR }),
+        newEmail(b, { expiresAt: now + 3 * HOUR }),
+      ]);
+      const at = now + 2 * HOUR;
+      assert.equal(await store.sweepExpired(at), 2);
+      assert.equal(await store.sweepExpired(at), 0);
+      assert.equal(await store.getEmail(gone1.id, now), null, 'deleted, not just hidden');
+      assert.equal(await store.getEmail(gone2.id, now), null);
+      assert.equal(await store.getAttachment(gone1.id, '1', now), null);
+      assert.deepEqual((await store.listEmails(b, { limit: 10 }, now)).map((e) => e.id), [keep.id]);
+      assert.equal((await store.listEmails(a, { limit: 10 }, now)).length, 1);
+    });
+
+    withStore('mintKey allows max keys per IP per window, atomically, and says when the next frees', async (store) => {
+      const now = Date.now();
+      const ip = `ip:198.51.100.${Math.floor(Math.random() * 250)}`;
+      assert.deepEqual(await store.mintKey(key('eph_aaaaaaa1', now - 5000), ip, 3, DAY, now - 5000), { ok: true });
+      assert.deepEqual(await store.mintKey(key('eph_aaaaaaa2', now - 3000), ip, 3, DAY, now - 3000), { ok: true });
+      assert.deepEqual(await store.mintKey(key('eph_aaaaaaa3', now), ip, 3, DAY, now), { ok: true });
+      const refused = await store.mintKey(key('eph_aaaaaaa4', now + 1000), ip, 3, DAY, now + 1000);
+      assert.deepEqual(refused, { ok: false, retryAfterMs: DAY - 6000 }, 'the oldest of the window frees first');
+      assert.deepEqual(await store.mintKey(key('eph_bbbbbbb1', now), 'ip:203.0.113.9', 3, DAY, now), { ok: true }, 'other IPs are independent');
+      assert.deepEqual(await store.mintKey(key('eph_aaaaaaa5', now - 5000 + DAY), ip, 3, DAY, now - 5000 + DAY), { ok: true }, 'a slot frees after the window');
+      assert.equal((await store.listKeys()).length, 5, 'a refused mint stores nothing');
+
+      const par = `ip:192.0.2.${Math.floor(Math.random() * 250)}`;
+      const results = await Promise.all(Array.from({ length: 12 }, (_, i) => store.mintKey(key(`eph_p${String(i).padStart(7, '0')}`, now), par, 3, DAY, now)));
+      assert.equal(results.filter((r) => r.ok).length, 3, 'parallel mints never exceed the limit');
+      assert.ok(results.filter((r) => !r.ok).every((r) => !r.ok && r.retryAfterMs === DAY));
+    });
+
+    withStore('findKey, listKeys (oldest first) and revokeKeys (prefix match, once)', async (store) => {
+      const now = Date.now();
+      const k1 = { ...key('eph_abc12345', now - 3000), contactEmail: 'ops@example.org', label: 'CI' };
+      const k2 = key('eph_abd12345', now - 2000);
+      const k3 = key('eph_xyz12345', now - 1000);
+      for (const k of [k3, k1, k2]) assert.deepEqual(await store.mintKey(k, `ip:${k.prefix}`, 3, DAY, k.createdAt), { ok: true });
+      assert.deepEqual(await store.findKey(k1.hash), { ...k1, revokedAt: null });
+      assert.equal(await store.findKey('0'.repeat(64)), null);
+      assert.deepEqual((await store.listKeys()).map((k) => k.prefix), ['eph_abc12345', 'eph_abd12345', 'eph_xyz12345']);
+      const revoked = await store.revokeKeys('eph_ab', now);
+      assert.deepEqual(revoked.map((k) => k.prefix).sort(), ['eph_abc12345', 'eph_abd12345']);
+      assert.ok(revoked.every((k) => k.revokedAt === now));
+      assert.deepEqual(await store.revokeKeys('eph_ab', now + 1), [], 'a revoked key is not revoked again');
+      assert.deepEqual(await store.revokeKeys('eph_q', now), []);
+      assert.equal((await store.findKey(k2.hash))?.revokedAt, now, 'findKey returns revoked keys too');
+      assert.equal((await store.findKey(k3.hash))?.revokedAt, null);
+      assert.deepEqual((await store.listKeys()).map((k) => [k.prefix, k.revokedAt]), [['eph_abc12345', now], ['eph_abd12345', now], ['eph_xyz12345', null]]);
+      assert.deepEqual(await store.revokeKeys('eph_xyz12345', now), [{ ...k3, revokedAt: now }], 'a whole prefix matches');
+    });
+
+    withStore('ids strictly increase across many concurrent addEmails, in the order they become visible', async (store) => {
+      const a = inbox();
+      const now = Date.now();
+      const order: string[] = [];
+      await Promise.all(Array.from({ length: 200 }, (_, i) =>
+        store.addEmails([newEmail(a, { subject: String(i) })]).then(([s]) => order.push(s.id))));
+      assert.equal(new Set(order).size, 200);
+      increasing(order, 'one inbox, completion order');
+      const listed = await store.listEmails(a, { limit: 100, since: '00000000-0000-7000-8000-000000000000' }, now);
+      assert.deepEqual(listed.map((e) => e.id), order.slice(0, 100));
+
+      // many inboxes at once: within each inbox ids follow completion order (= visibility order)
+      const boxes = Array.from({ length: 10 }, () => inbox());
+      const all: string[] = [];
+      const perBox = new Map<string, string[]>(boxes.map((b) => [b, []]));
+      await Promise.all(Array.from({ length: 200 }, (_, i) =>
+        store.addEmails([newEmail(boxes[i % 10])]).then(([r]) => {
+          all.push(r.id);
+          perBox.get(r.address)!.push(r.id);
+        })));
+      assert.equal(new Set(all).size, 200, 'unique');
+      for (const [b, ids] of perBox) {
+        increasing(ids, `inbox ${b}`);
+        assert.deepEqual((await store.listEmails(b, { limit: 100 }, now)).map((e) => e.id), [...ids].reverse());
+      }
+      if (store.capabilities.orderedAcrossInboxes) {
+        increasing(all, 'across inboxes, completion order');
+        assert.ok(all.every((id) => id > order[199]), 'later than every id assigned before');
+      }
+
+      // batches of several recipients: unique ids, every copy listed in its inbox
+      const batches = await Promise.all(Array.from({ length: 50 }, (_, i) => store.addEmails([boxes[i % 10], boxes[(i + 3) % 10]].map((b) => newEmail(b)))));
+      const batchIds = batches.flat().map((r) => r.id);
+      assert.equal(new Set(batchIds).size, 100);
+      if (store.capabilities.orderedAcrossInboxes) for (const [x, y] of batches) assert.ok(y.id > x.id, 'input order');
+      for (const b of boxes) assert.equal((await store.listEmails(b, { limit: 100 }, now)).length, 30);
+    });
+
+    withStore('ping answers; close is idempotent', async (store) => {
+      await store.ping();
+      await store.close();
+      await store.close();
+    });
+  });
+
+  if (harness.cleanup && !harness.skip) {
+    it(`${name}: cleanup`, async () => harness.cleanup!());
+  }
+}

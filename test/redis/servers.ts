@@ -1,0 +1,157 @@
+// Test helpers: private redis-server processes and a 3-master Redis Cluster on loopback ports, in temp
+// dirs, always stopped by the test (and killed on exit should a test crash); key cleanup by prefix.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Cluster, Redis } from 'ioredis';
+
+/** The shared Redis of `npm test` ('' when missing: Redis tests then skip, loudly). */
+export const TEST_REDIS_URL = process.env.EPHEMAIL_TEST_REDIS_URL ?? '';
+export const SKIP_REDIS = TEST_REDIS_URL ? false : 'NO REDIS: EPHEMAIL_TEST_REDIS_URL is empty (start redis-server; CI fails on this)';
+export const HAVE_REDIS_SERVER = spawnSync('redis-server', ['--version']).status === 0;
+export const SKIP_SERVER = SKIP_REDIS || (HAVE_REDIS_SERVER ? false : 'NO redis-server binary: cannot start a private Redis or Cluster');
+if (SKIP_REDIS) console.error(`\n### ${SKIP_REDIS} ###\n`);
+
+const children = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const c of children) c.kill('SIGKILL');
+});
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/** A free loopback port whose cluster-bus port (+10000) is free too. */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    if ((await portFree(port)) && (await portFree(port + 10000))) return port;
+  }
+  throw new Error('no free port');
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const cli = (port: number, ...args: string[]) => spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8', timeout: 10_000 });
+
+export interface RedisProcess {
+  port: number;
+  url: string;
+  dir: string;
+  /** Starts (again) with the same port and data dir. */
+  start(): Promise<void>;
+  /** SIGKILL: no shutdown save; only what was fsynced survives. */
+  kill(): Promise<void>;
+  /** Stops it and removes its dir. */
+  stop(): Promise<void>;
+}
+
+/** A private redis-server; with `appendfsync: 'always'` every acknowledged write is on disk. */
+export async function startRedis(options: { appendfsync?: 'always' | 'everysec'; extra?: string[] } = {}): Promise<RedisProcess> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'ephemail-redis-'));
+  let child: ChildProcess | null = null;
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--daemonize', 'no', '--protected-mode', 'yes', '--loglevel', 'warning',
+    ...(options.appendfsync ? ['--appendonly', 'yes', '--appendfsync', options.appendfsync] : ['--appendonly', 'no']), ...(options.extra ?? [])];
+  const proc: RedisProcess = {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    dir,
+    async start() {
+      const c = spawn('redis-server', args, { stdio: 'ignore' });
+      child = c;
+      children.add(c);
+      c.once('exit', () => children.delete(c));
+      await waitFor(`redis-server :${port}`, async () => cli(port, 'PING').stdout.trim() === 'PONG');
+    },
+    async kill() {
+      const c = child;
+      if (!c || c.exitCode !== null) return;
+      const gone = new Promise((r) => c.once('exit', r));
+      c.kill('SIGKILL');
+      await gone;
+      child = null;
+    },
+    async stop() {
+      await proc.kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  await proc.start();
+  return proc;
+}
+
+export interface RedisCluster {
+  ports: number[];
+  /** redis+cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3 */
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** A real 3-master Redis Cluster (no replicas) on loopback, created with `redis-cli --cluster create`. */
+export async function startCluster(masters = 3): Promise<RedisCluster> {
+  const nodes: RedisProcess[] = [];
+  try {
+    for (let i = 0; i < masters; i++) {
+      nodes.push(await startRedis({ extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'] }));
+    }
+    const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
+    if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}\n${create.stderr}`);
+    for (const n of nodes) await waitFor(`cluster state ok on :${n.port}`, async () => /cluster_state:ok/.test(cli(n.port, 'CLUSTER', 'INFO').stdout));
+  } catch (err) {
+    for (const n of nodes) await n.stop();
+    throw err;
+  }
+  return {
+    ports: nodes.map((n) => n.port),
+    url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    async stop() {
+      for (const n of nodes) await n.stop();
+    },
+  };
+}
+
+/** Deletes every key starting with `prefix` (on each master of a cluster); returns how many. */
+export async function dropPrefix(client: Redis | Cluster, prefix: string): Promise<number> {
+  const targets: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
+  let n = 0;
+  for (const node of targets) {
+    let cursor = '0';
+    for (let i = 0; i < 100_000; i++) {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      for (const key of keys) n += await node.del(key);
+      cursor = next;
+      if (cursor === '0') break;
+    }
+  }
+  return n;
+}
+
+/** Counts keys starting with `prefix`. */
+export async function countPrefix(client: Redis | Cluster, prefix: string): Promise<number> {
+  const targets: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
+  let n = 0;
+  for (const node of targets) {
+    let cursor = '0';
+    for (let i = 0; i < 100_000; i++) {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      n += keys.length;
+      cursor = next;
+      if (cursor === '0') break;
+    }
+  }
+  return n;
+}
