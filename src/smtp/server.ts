@@ -9,7 +9,7 @@ import { ipBucket } from '../domain/limits.ts';
 import { StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { ingest } from '../services/ingest.ts';
-import { parseMessage } from './parse.ts';
+import { createParsePool } from './parse-pool.ts';
 
 export const MAX_RECIPIENTS = 100;
 
@@ -86,6 +86,8 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   const limits: SmtpLimits = { ...DEFAULT_SMTP_LIMITS, ...overrides };
   const perIp = new Map<string, number>();
   let running = false;
+  // MIME parsing runs on worker threads (started on the first message); SQLite stays on this one
+  const parsePool = createParsePool({ warn: (msg, err) => core.log.warn({ err }, msg) });
 
   const connectionOf = (session: SMTPServerSession): ConnectionView | undefined => {
     for (const c of server.connections as unknown as Set<ConnectionView>) if (c.session === session) return c;
@@ -180,11 +182,14 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         if (stream.sizeExceeded || size > config.maxMessageBytes) {
           return callback(smtpError(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageBytes} bytes`));
         }
-        const raw = Buffer.concat(chunks, size);
+        // an unpooled buffer of its own: it is handed (not copied) to a parse worker
+        const raw = Buffer.allocUnsafeSlow(size);
+        let at = 0;
+        for (const c of chunks) at += c.copy(raw, at);
         const recipients = session.envelope.rcptTo.map((r) => parseAddress(r.address)!.address);
         const mailFrom = session.envelope.mailFrom;
         const mailedBy = mailedByOf(mailFrom ? mailFrom.address : null);
-        parseMessage(raw, config)
+        parsePool.parse(raw, config)
           .then((parsed) => ingest(core, parsed, recipients, mailedBy))
           .then(
             (stored) => callback(null, `2.0.0 Ok: stored ${stored.length === 1 ? `as ${stored[0].id}` : `${stored.length} copies`}`),
@@ -218,7 +223,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       return new Promise((resolve) => {
         if (!running) return resolve();
         running = false;
-        server.close(() => resolve());
+        server.close(() => void parsePool.close().then(resolve, resolve));
       });
     },
   };

@@ -1,0 +1,188 @@
+// Shared pieces of the benchmarks: start the service as a child process (`node bin/ephemail.js serve`),
+// read its peak RSS, summarise runs (median and min–max), format figures.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '..');
+export const BIN = join(ROOT, 'bin', 'ephemail.js');
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  pid: number;
+  http: string;
+  httpPort: number;
+  smtpPort: number;
+  /** ms from spawn to the first 200 of /api/v1/health */
+  startMs: number;
+  dir: string;
+  stop(): Promise<void>;
+}
+
+/** A free TCP port on 127.0.0.1 (bound then released). */
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => res(port));
+    });
+  });
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Limits raised so the benchmark measures speed, not the quota. */
+export const BENCH_ENV: Record<string, string> = {
+  EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000000',
+  EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000000',
+  EPHEMAIL_LIMIT_KEY_PER_MINUTE: '100000000',
+  EPHEMAIL_LIMIT_KEY_PER_DAY: '1000000000',
+  EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS: '100000',
+  EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '1000',
+  EPHEMAIL_LOG_LEVEL: 'warn',
+};
+
+/**
+ * Starts `node bin/ephemail.js serve` on fixed free ports with a fresh SQLite file (on disk, so
+ * durability costs are real) and waits for health. `nodeArgs` go before the script (e.g. --cpu-prof).
+ */
+export async function startService(env: Record<string, string> = {}, opts: { nodeArgs?: string[]; timeoutMs?: number; script?: string } = {}): Promise<ServiceProcess> {
+  const dir = mkdtempSync(join(tmpdir(), 'ephemail-bench-'));
+  const httpPort = await freePort();
+  const smtpPort = await freePort();
+  const started = performance.now();
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.script ?? BIN, 'serve'], {
+    cwd: dir,
+    env: {
+      ...process.env,
+      ...BENCH_ENV,
+      EPHEMAIL_HTTP_PORT: String(httpPort),
+      EPHEMAIL_SMTP_PORT: String(smtpPort),
+      EPHEMAIL_STORE: `sqlite:${join(dir, 'bench.db')}`,
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
+  let exited = false;
+  child.once('exit', () => (exited = true));
+  const http = `http://127.0.0.1:${httpPort}`;
+  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
+  let startMs = 0;
+  for (;;) {
+    if (exited) throw new Error(`service exited during start-up: ${stderr}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`service not healthy within ${opts.timeoutMs ?? 30_000} ms: ${stderr}`);
+    }
+    try {
+      const r = await fetch(`${http}/api/v1/health`);
+      if (r.status === 200) {
+        startMs = performance.now() - started;
+        break;
+      }
+    } catch {
+      // not listening yet
+    }
+    await sleep(5);
+  }
+  return {
+    child,
+    pid: child.pid!,
+    http,
+    httpPort,
+    smtpPort,
+    startMs,
+    dir,
+    async stop() {
+      if (!exited) {
+        const done = new Promise((r) => child.once('exit', r));
+        child.kill('SIGTERM');
+        const t = setTimeout(() => child.kill('SIGKILL'), 20_000);
+        await done;
+        clearTimeout(t);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Current and peak resident set size of a process, in MB (from /proc; Linux only). */
+export function rssOf(pid: number): { rssMb: number; peakMb: number } {
+  try {
+    const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(s)?.[1] ?? 0);
+    return { rssMb: kb('VmRSS') / 1024, peakMb: kb('VmHWM') / 1024 };
+  } catch {
+    return { rssMb: NaN, peakMb: NaN };
+  }
+}
+
+/** Samples a process's RSS every `ms` until stopped; returns the maximum seen (VmHWM also works, this tracks phases). */
+export function rssSampler(pid: number, ms = 50) {
+  let max = 0;
+  const t = setInterval(() => (max = Math.max(max, rssOf(pid).rssMb)), ms);
+  return {
+    stop() {
+      clearInterval(t);
+      return Math.max(max, rssOf(pid).rssMb);
+    },
+  };
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+export interface Spread {
+  median: number;
+  min: number;
+  max: number;
+  runs: number[];
+}
+
+export function spread(values: number[]): Spread {
+  const s = [...values].sort((a, b) => a - b);
+  const mid = s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  return { median: mid, min: s[0], max: s[s.length - 1], runs: values };
+}
+
+const fmtNum = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : String(n));
+
+/** "1234 (1200–1300)" */
+export function fmt(s: Spread, digits = 0, unit = ''): string {
+  return `${fmtNum(s.median, digits)}${unit} (${fmtNum(s.min, digits)}–${fmtNum(s.max, digits)})`;
+}
+
+export function machineLine(): string {
+  const cpus = readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)?.[1] ?? 'unknown cpu';
+  const n = (readFileSync('/proc/cpuinfo', 'utf8').match(/^processor/gm) ?? []).length;
+  return `${new Date().toISOString()} · ${n}× ${cpus} · Node ${process.version} · load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+}
+
+export interface BenchOptions {
+  quick: boolean;
+  runs: number;
+}
+
+export function parseArgs(argv: string[]): BenchOptions & { only: string[] } {
+  const quick = argv.includes('--quick');
+  const runsArg = argv.find((a) => a.startsWith('--runs='));
+  const runs = runsArg ? Math.max(1, Number(runsArg.slice(7))) : quick ? 1 : 3;
+  const only = argv.filter((a) => !a.startsWith('--'));
+  return { quick, runs, only };
+}
+
+/** Creates an API key over HTTP. */
+export async function createKey(http: string, label = 'bench'): Promise<string> {
+  const r = await fetch(`${http}/api/v1/keys`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ label }) });
+  if (r.status !== 201) throw new Error(`POST /keys: ${r.status} ${await r.text()}`);
+  return ((await r.json()) as { data: { api_key: string } }).data.api_key;
+}

@@ -1,0 +1,170 @@
+// MIME parsing off the main thread: a small pool of worker_threads, each running parseMessage().
+// The main thread keeps the SMTP protocol and the SQLite writes; parsing (postal-mime + the HTML
+// sanitizer) is the CPU-heavy part and runs on the other cores. A worker that dies fails only the
+// messages it held (each gets a temporary 451, so the sender retries: nothing acknowledged is lost);
+// a pool whose workers cannot start at all parses on the main thread instead.
+import { availableParallelism } from 'node:os';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import { parseMessage, type ParsedMessage, type ParseLimits } from './parse.ts';
+
+export interface ParsePool {
+  /** Parses one raw message; `raw` is transferred to the worker (do not use it afterwards). */
+  parse(raw: Uint8Array, limits: ParseLimits): Promise<ParsedMessage>;
+  /** Stops the workers; later parses run on the main thread. */
+  close(): Promise<void>;
+  /** Workers running now (0 before the first parse, or when parsing on the main thread). */
+  readonly size: number;
+}
+
+interface Task {
+  id: number;
+  raw: Uint8Array;
+  limits: ParseLimits;
+}
+type Reply = { id: number; parsed: ParsedMessage } | { id: number; error: string } | { ready: true } | { fatal: string };
+
+const WORKER_FLAG = 'ephemailParseWorker';
+
+/** Every distinct ArrayBuffer behind the attachments (transferred back, not copied). */
+function transferables(p: ParsedMessage): ArrayBuffer[] {
+  const seen = new Set<ArrayBuffer>();
+  for (const a of p.attachments) {
+    const b = a.content.buffer;
+    if (b instanceof ArrayBuffer) seen.add(b);
+  }
+  return [...seen];
+}
+
+// Loads this file inside the worker; through tsx when the sources are TypeScript and the worker did
+// not inherit a loader (bin/ephemail.js registers tsx at run time, which workers do not inherit).
+const BOOTSTRAP = `
+const { workerData, parentPort } = require('node:worker_threads');
+(async () => {
+  try {
+    await import(workerData.entry);
+  } catch (err) {
+    if (!workerData.tsx || (err && err.code) !== 'ERR_UNKNOWN_FILE_EXTENSION') throw err;
+    const { register } = await import(workerData.tsx);
+    register();
+    await import(workerData.entry + '?tsx'); // a new specifier: the failed import stays cached
+  }
+})().catch((err) => parentPort.postMessage({ fatal: String((err && err.stack) || err) }));
+`;
+
+function tsxEntry(): string | null {
+  if (!import.meta.url.endsWith('.ts')) return null;
+  try {
+    return import.meta.resolve('tsx/esm/api');
+  } catch {
+    return null;
+  }
+}
+
+export interface ParsePoolOptions {
+  /** Worker count; default: one per core but one (the main thread has SMTP and SQLite), at least 1, at most 4. */
+  workers?: number;
+  /** Warnings (a worker died, the pool fell back to the main thread). */
+  warn?: (msg: string, err?: unknown) => void;
+}
+
+export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
+  const want = options.workers ?? Math.max(1, Math.min(4, availableParallelism() - 1));
+  const warn = options.warn ?? (() => undefined);
+  const tsx = tsxEntry();
+  interface Slot {
+    worker: Worker;
+    ready: boolean;
+    inflight: Map<number, { resolve: (p: ParsedMessage) => void; reject: (e: Error) => void; task: Task }>;
+  }
+  let slots: Slot[] = [];
+  let nextId = 1;
+  let closed = false;
+  let broken = false; // workers cannot start here: parse on the main thread
+  let started = false;
+
+  const spawnSlot = (): Slot => {
+    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx } });
+    worker.unref(); // never keeps the process alive; close() ends it
+    const slot: Slot = { worker, ready: false, inflight: new Map() };
+    worker.on('message', (m: Reply) => {
+      if ('ready' in m) {
+        slot.ready = true;
+        return;
+      }
+      if ('fatal' in m) {
+        worker.emit('error', new Error(m.fatal));
+        return;
+      }
+      const job = slot.inflight.get(m.id);
+      if (!job) return;
+      slot.inflight.delete(m.id);
+      if ('parsed' in m) job.resolve(m.parsed);
+      else job.reject(new Error(`parse worker: ${m.error}`));
+    });
+    const fail = (err: Error) => {
+      if (!slots.includes(slot)) return;
+      slots = slots.filter((s) => s !== slot);
+      void worker.terminate();
+      if (!slot.ready && !closed) {
+        // could not even start: parse everything on this thread from now on, including what it held
+        broken = true;
+        warn('parse workers cannot start; parsing on the main thread', err);
+        for (const job of slot.inflight.values()) parseMessage(job.task.raw, job.task.limits).then(job.resolve, job.reject);
+        return;
+      }
+      for (const job of slot.inflight.values()) job.reject(err);
+      if (!closed) {
+        warn('a parse worker died; its messages got a temporary error, starting another', err);
+        slots.push(spawnSlot());
+      }
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`parse worker exited with code ${code}`)));
+    return slot;
+  };
+
+  return {
+    get size() {
+      return slots.length;
+    },
+    parse(raw, limits) {
+      if (closed || broken) return parseMessage(raw, limits);
+      if (!started) {
+        // started on first use: an idle service pays neither start-up time nor memory for them
+        started = true;
+        for (let i = 0; i < want; i++) slots.push(spawnSlot());
+      }
+      if (slots.length === 0) return parseMessage(raw, limits);
+      let slot = slots[0];
+      for (const s of slots) if (s.inflight.size < slot.inflight.size) slot = s;
+      const id = nextId++;
+      const task: Task = { id, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments } };
+      return new Promise<ParsedMessage>((resolve, reject) => {
+        slot.inflight.set(id, { resolve, reject, task });
+        // a buffer that is a view into a larger (pooled) one is copied, never transferred
+        // (and before the worker is up: a worker that cannot start hands its messages back to this thread)
+        const own = slot.ready && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
+        slot.worker.postMessage(task, own ? [raw.buffer as ArrayBuffer] : []);
+      });
+    },
+    async close() {
+      closed = true;
+      const all = slots;
+      slots = [];
+      for (const s of all) for (const job of s.inflight.values()) job.reject(new Error('parse pool closed'));
+      await Promise.all(all.map((s) => s.worker.terminate()));
+    },
+  };
+}
+
+// ---- worker side ----
+if (!isMainThread && parentPort && (workerData as Record<string, unknown> | null)?.[WORKER_FLAG]) {
+  const port = parentPort;
+  port.on('message', (t: Task) => {
+    parseMessage(t.raw, t.limits).then(
+      (parsed) => port.postMessage({ id: t.id, parsed }, transferables(parsed)),
+      (err: unknown) => port.postMessage({ id: t.id, error: String((err as Error)?.message ?? err) }),
+    );
+  });
+  port.postMessage({ ready: true });
+}
