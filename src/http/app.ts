@@ -7,8 +7,9 @@ import { AppError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
-import { registerCaller } from './plugins/caller.ts';
-import { registerErrorHandling, sendError, toAppError } from './plugins/errors.ts';
+import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
+import { ipBucket } from '../domain/limits.ts';
+import { envelope, registerErrorHandling, sendError, toAppError } from './plugins/errors.ts';
 import { registerRoutes } from './routes.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
@@ -34,8 +35,25 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     logController: new LogController({ disableRequestLogging: true }), // per-request lines cost throughput; errors are still logged
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
     ajv: { customOptions: { coerceTypes: true, removeAdditional: false, useDefaults: true, allErrors: false } },
+    // requests Node's parser refuses (headers over its 16 KiB limit, bytes that are not HTTP) get the envelope
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
+      if (err.code === 'ECONNRESET' || socket.destroyed) return;
+      const message = err.code === 'HPE_HEADER_OVERFLOW'
+        ? 'The request line and headers are larger than 16 KiB'
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'The request was not received in time' : 'The request is not well-formed HTTP/1.1';
+      const body = JSON.stringify(envelope(core, 'invalid_request', message));
+      if (!socket.writable) return void socket.destroy();
+      socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      setTimeout(() => socket.destroy(), 2000).unref();
+    },
     // errors Fastify raises before routing (a path that is not valid percent-encoding) get the envelope too
-    frameworkErrors: (err, _request, reply) => sendError(core, reply, toAppError(err)),
+    frameworkErrors: (err, request, reply) => {
+      // these never reach the onRequest hooks: report the IP's bucket as it stands (not counted)
+      core.limiter.peek(ipBucket(request.ip), core.config.anon, core.clock.now()).then(
+        (r) => setLimitHeaders(reply, r),
+        () => undefined,
+      ).finally(() => sendError(core, reply, toAppError(err)));
+    },
   });
 
   app.decorate('endpointList', [] as FastifyInstance['endpointList']);
@@ -48,7 +66,8 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
 
   // JSON bodies: an empty body counts as absent (POST /inboxes and /keys take an optional body).
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser(/^application\/(?:[\w.+-]+\+)?json$/, { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
+  // (matched on the media type alone: `application/json; charset=utf-8` is JSON too)
+  app.addContentTypeParser(/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i, { parseAs: 'string', bodyLimit: BODY_LIMIT }, (_req, body, done) => {
     const text = String(body);
     if (text.trim() === '') return done(null, undefined);
     try {
@@ -64,6 +83,7 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     allowedHeaders: ['Authorization', 'X-API-Key', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
     exposedHeaders: ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after', 'Mcp-Session-Id', 'Content-Disposition'],
     maxAge: 86400,
+    strictPreflight: false, // an OPTIONS without Origin gets the same 204, not a plain-text 400
   });
   // An absent body is an empty object: POST /inboxes and /keys take an optional body.
   app.addHook('preValidation', async (request) => {

@@ -64,7 +64,23 @@ describe('unmatched paths', () => {
   test('bad percent-encoding is an envelope, not a framework body', async () => {
     const res = await raw('GET', '/api/v1/inboxes/%E0%A4%A/emails');
     assert.ok(res.status === 400 || res.status === 404, String(res.status));
+    expectLimitHeaders(res);
     await expectError(res, res.status, res.status === 400 ? 'invalid_request' : 'not_found', base);
+  });
+
+  test('an over-long path segment is a short envelope with the limit headers', async () => {
+    for (const path of [`/api/v1/emails/${'a'.repeat(2000)}`, `/api/v1/inboxes/${'a'.repeat(1200)}%40ephemail.test/emails`]) {
+      const res = await raw('GET', path);
+      expectLimitHeaders(res);
+      const e = await expectError(res, 400, 'invalid_request', base, /too long/);
+      assert.ok(e.message.length < 300, 'the message does not echo the whole path');
+    }
+  });
+
+  test('OPTIONS without Origin is not a framework plain-text error', async () => {
+    const res = await raw('OPTIONS', '/api/v1/domains');
+    assert.ok(res.status === 204 || res.status === 200, String(res.status));
+    assert.equal(await res.text(), '');
   });
 });
 
@@ -109,6 +125,16 @@ describe('invalid_request names the field', () => {
     await expectError(await post('/api/v1/keys', '[]'), 400, 'invalid_request', base, /body/);
     await expectError(await post('/api/v1/inboxes', '"x"'), 400, 'invalid_request', base, /body/);
     await expectError(await post('/api/v1/inboxes', 'null'), 400, 'invalid_request', base, /body/);
+  });
+
+  test('application/json with parameters (charset) is JSON', async () => {
+    for (const ct of ['application/json; charset=utf-8', 'application/json;charset=UTF-8', 'Application/JSON', 'application/vnd.api+json']) {
+      const res = await post('/api/v1/inboxes', JSON.stringify({ local_part: 'ct-test' }), ct);
+      assert.equal(res.status, 201, `${ct}: ${await res.text()}`);
+    }
+    const res = await post('/api/v1/keys', JSON.stringify({ label: 'charset' }), 'application/json; charset=utf-8');
+    assert.equal(res.status, 201);
+    assert.equal((await res.json()).data.label, 'charset');
   });
 
   test('wrong content type', async () => {

@@ -48,12 +48,17 @@ export function toAppError(err: unknown): AppError {
       return new AppError('invalid_request', 'Content-Length does not match the body');
     case 'FST_ERR_BAD_URL':
       return new AppError('invalid_request', 'The path is not valid percent-encoding');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new AppError('invalid_request', 'A path segment is too long (over 1000 characters); no address or id is that long');
   }
   if (e instanceof SyntaxError) return new AppError('invalid_request', 'Request body is not valid JSON');
   const status = typeof e?.statusCode === 'number' ? e.statusCode : 500;
   if (status >= 400 && status < 500) return new AppError('invalid_request', e.message || 'Bad request');
   return new AppError('internal_error', 'Internal error; retry with backoff', { retryAfter: 1 });
 }
+
+/** Longest request URL (path and query) served; longer ones get 400 invalid_request. */
+export const MAX_URL_LENGTH = 8192;
 
 const pathOf = (url: string) => url.split('?')[0];
 const hasEmptySegment = (url: string) => {
@@ -76,8 +81,18 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
     return sendError(core, reply, appErr);
   });
   // A path with an empty segment never reaches a route (a route would see an empty parameter).
+  // A URL over 8 KiB is refused before anything parses it (no route takes one that long).
   app.addHook('onRequest', async (request) => {
+    if (request.url.length > MAX_URL_LENGTH) throw new AppError('invalid_request', `The URL is longer than ${MAX_URL_LENGTH} characters`);
     if (hasEmptySegment(request.url)) throw routeNotFound(request);
+  });
+  // Query numbers must be finite: the validator coerces "1e309" to Infinity and lets it through.
+  app.addHook('preHandler', async (request) => {
+    const q = request.query;
+    if (!q || typeof q !== 'object') return;
+    for (const [k, v] of Object.entries(q)) {
+      if (typeof v === 'number' && !Number.isFinite(v)) throw new AppError('invalid_request', `query.${k} must be a finite integer`);
+    }
   });
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => sendError(core, reply, routeNotFound(request)));
 }
