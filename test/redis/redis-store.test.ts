@@ -1,0 +1,102 @@
+// Redis-only properties the shared suites cannot see: the Lua id layout equals domain/ids.ts, the
+// slot written into ids, TTLs set by Redis itself, API keys never expiring, one subscriber per node,
+// and fast StoreUnavailableError while Redis is away.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { createRedisBus } from '../../src/bus/redis.ts';
+import { StoreUnavailableError } from '../../src/domain/errors.ts';
+import { formatUuidV7, uuidTimestamp } from '../../src/domain/ids.ts';
+import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
+import { addressSlot, idSlot, keySlot, keyspace } from '../../src/store/redis/keys.ts';
+import { createRedisStore } from '../../src/store/redis/redis-store.ts';
+import { createRedisLimiter } from '../../src/limiter/redis.ts';
+import { inbox, newEmail } from '../conformance/store.suite.ts';
+import { redisHarness } from '../conformance/redis-harness.ts';
+import { SKIP_REDIS, SKIP_SERVER, TEST_REDIS_URL, startRedis } from './servers.ts';
+
+describe('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () => {
+  const h = redisHarness(() => TEST_REDIS_URL);
+  let client: RedisClient;
+  before(async () => {
+    client = await h.client();
+  });
+  after(async () => h.cleanup());
+
+  it('ids from the Lua script have exactly the layout of domain/ids.ts, with the inbox slot in the low bits', async () => {
+    const keys = keyspace(h.prefix());
+    const store = createRedisStore({ client, keys, cluster: false, ownsClient: false });
+    const before = Date.now();
+    const addrs = Array.from({ length: 20 }, () => inbox());
+    const res = await store.addEmails(addrs.map((a) => newEmail(a)));
+    for (const [i, s] of res.entries()) {
+      const hex = s.id.replace(/-/g, '');
+      const ms = uuidTimestamp(s.id);
+      const counter = (BigInt('0x' + hex.slice(13, 16)) << 30n) | (BigInt('0x' + hex.slice(16, 24)) & ((1n << 30n) - 1n));
+      const low = parseInt(hex.slice(24), 16);
+      assert.equal(formatUuidV7(ms, counter, low), s.id);
+      assert.ok(Math.abs(ms - before) < 5000, 'server TIME');
+      assert.equal(idSlot(s.id), addressSlot(addrs[i]));
+      assert.equal(keySlot(keys.email(s.id)), keySlot(keys.index(addrs[i])), 'email and index share a slot');
+      assert.equal(keySlot(keys.attachment(s.id, '1')), keySlot(keys.index(addrs[i])));
+    }
+  });
+
+  it('Redis expires email data itself; API keys never expire', async () => {
+    const keys = keyspace(h.prefix());
+    const store = createRedisStore({ client, keys, cluster: false, ownsClient: false });
+    const a = inbox();
+    const [e] = await store.addEmails([newEmail(a, { expiresAt: Date.now() + 60_000, attachments: [{ filename: 'f', contentType: 'text/plain', content: Buffer.from('x') }] })]);
+    for (const key of [keys.email(e.id), keys.attachment(e.id, '1'), keys.index(a)]) {
+      const ttl = await client.pttl(key);
+      assert.ok(ttl > 50_000 && ttl <= 60_000, `${key} ttl ${ttl}`);
+    }
+    await store.mintKey({ hash: 'h'.repeat(64), prefix: 'eph_test0001', label: '', contactEmail: null, createdAt: Date.now() }, 'ip:x', 3, 86_400_000, Date.now());
+    assert.equal(await client.pttl(keys.keyRecord('h'.repeat(64))), -1);
+    assert.equal(await client.pttl(keys.keyList), -1);
+    const [gone] = await store.addEmails([newEmail(a, { expiresAt: Date.now() + 300 })]);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(await client.exists(keys.email(gone.id)), 0, 'expired by Redis');
+    assert.deepEqual((await store.listEmails(a, { limit: 10 }, Date.now())).map((x) => x.id), [e.id]);
+  });
+
+  it('the bus holds ONE subscription per node, however many waiters', async () => {
+    const keys = keyspace(h.prefix());
+    const sub = connect(parseRedisUrl(TEST_REDIS_URL), { subscriber: true });
+    const bus = createRedisBus({ publisher: client, subscriber: sub, channel: keys.channel });
+    const offs = Array.from({ length: 50 }, (_, i) => bus.subscribe(`w${i % 7}@ephemail.test`, () => undefined));
+    await new Promise((r) => setTimeout(r, 100));
+    const [, n] = (await client.call('PUBSUB', 'NUMSUB', keys.channel)) as [string, number];
+    assert.equal(n, 1);
+    offs.forEach((off) => off());
+    await bus.close();
+  });
+});
+
+describe('Redis away: commands fail fast as StoreUnavailableError, then recover', { skip: SKIP_SERVER }, () => {
+  it('fails fast while down and serves again after restart, with no new client', async () => {
+    const redis = await startRedis();
+    const client = connect(parseRedisUrl(redis.url));
+    client.on('error', () => undefined);
+    try {
+      await whenReady(client, 10_000);
+      const store = createRedisStore({ client, keys: keyspace('eph:'), cluster: false, ownsClient: false });
+      const limiter = createRedisLimiter({ client, keys: keyspace('eph:') });
+      await store.ping();
+      await redis.kill();
+      await new Promise((r) => setTimeout(r, 100));
+      for (const op of [() => store.ping(), () => store.addEmails([newEmail(inbox())]), () => store.listEmails(inbox(), { limit: 1 }, Date.now()), () => limiter.hit('b', { perMinute: 1, perDay: 1 }, Date.now())]) {
+        const t = Date.now();
+        await assert.rejects(op(), StoreUnavailableError);
+        assert.ok(Date.now() - t < 1000, 'fails fast, nothing queued');
+      }
+      assert.equal((await limiter.peek('b', { perMinute: 5, perDay: 5 }, Date.now())).allowed, true, 'peek reports an empty window');
+      await redis.start();
+      await whenReady(client, 10_000);
+      await store.ping();
+      assert.equal((await store.addEmails([newEmail(inbox())])).length, 1);
+    } finally {
+      client.disconnect();
+      await redis.stop();
+    }
+  });
+});
