@@ -34,9 +34,21 @@ function loadAssets(): { urls: Assets; byPath: Map<string, Asset> } {
 
 type Params = { address?: string; id?: string; attachment_id?: string; file?: string };
 
-export function registerWeb(app: FastifyInstance, core: Core): void {
+export interface WebOptions {
+  /** How long one event stream lives before the browser reconnects (default 5 minutes). */
+  streamLifetimeMs?: number;
+}
+
+/** The web pages as a mount for buildApp (assemble.ts mounts registerWeb, the defaults). */
+export function createWebMount(options: WebOptions = {}): (app: FastifyInstance, core: Core) => void {
+  return (app, core) => mountWeb(app, core, options);
+}
+
+export const registerWeb = createWebMount();
+
+function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
   const { urls, byPath } = loadAssets();
-  const hub = createStreamHub();
+  const hub = createStreamHub({ lifetimeMs: options.streamLifetimeMs });
   app.addHook('preClose', async () => hub.closeAll());
 
   const html = (reply: FastifyReply, status: number, body: string) =>
@@ -144,6 +156,7 @@ export function registerWeb(app: FastifyInstance, core: Core): void {
     for await (const c of att.chunks) chunks.push(c);
     return frameHeaders(reply, false)
       .header('content-security-policy', "default-src 'none'; sandbox")
+      .header('cross-origin-resource-policy', 'cross-origin') // the sandboxed frame that shows it is an opaque origin
       .header('cache-control', 'private, max-age=3600')
       .type(att.meta.contentType)
       .send(Buffer.concat(chunks));

@@ -1,0 +1,236 @@
+// The web pages in real headless Chromium (issue 4): create an inbox from `/`, mail sent over SMTP
+// appears without a reload, open it, download an attachment, delete it, empty the inbox; keyboard
+// use; weight; screenshots of every page at desktop and phone width.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { startService, type TestService } from '../helpers/service.ts';
+import { DESKTOP, launchChromium, screenshots } from './browser.ts';
+
+let svc: TestService;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+const consoleErrors: string[] = [];
+
+before(async () => {
+  svc = await startService();
+  browser = await launchChromium();
+  context = await browser.newContext({ viewport: DESKTOP, acceptDownloads: true });
+  page = await context.newPage();
+  page.on('console', (m) => m.type() === 'error' && consoleErrors.push(m.text()));
+  page.on('pageerror', (e) => consoleErrors.push(String(e)));
+});
+
+after(async () => {
+  await context?.close().catch(() => undefined);
+  await browser?.close().catch(() => undefined);
+  await svc?.stop();
+});
+
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAYAAAAf8/9hAAAAKElEQVR42mNkYPhfz0AEYBxVSF+FjP8ZiDKQcVQhfRUyjiqkr0IGAIs7Cx0aU5ZYAAAAAElFTkSuQmCC',
+  'base64',
+);
+
+let address = '';
+
+test('/ explains the service, lists the domains, creates a random inbox and opens it', async () => {
+  const res = await page.goto(`${svc.http}/`);
+  assert.equal(res?.status(), 200);
+  assert.match(res!.headers()['content-security-policy'], /default-src 'none'; script-src 'self'/);
+  assert.match(await page.locator('h1').innerText(), /Disposable inboxes/);
+  assert.match(await page.locator('.domains').innerText(), /ephemail\.test/);
+  await screenshots(page, 'home');
+  await page.click('#create');
+  await page.waitForURL(/\/inbox\/[a-z0-9]{10}@ephemail\.test$/);
+  address = (await page.locator('#address').innerText()).trim();
+  assert.match(address, /^[a-z0-9]{10}@ephemail\.test$/);
+  assert.equal(new URL(page.url()).pathname, `/inbox/${address}`);
+  await page.locator('#status-text', { hasText: 'Live' }).waitFor({ timeout: 5000 });
+  assert.equal(await page.locator('#empty-state').isVisible(), true);
+  await screenshots(page, 'inbox-empty');
+});
+
+test('the field on / opens any address, also a bare name at the default domain', async () => {
+  const other = await context.newPage();
+  await other.goto(`${svc.http}/`);
+  await other.fill('#open-address', 'Some.Name');
+  await other.keyboard.press('Enter');
+  await other.waitForURL(/\/inbox\/some\.name@ephemail\.test$/);
+  assert.equal((await other.locator('#address').innerText()).trim(), 'some.name@ephemail.test');
+  await other.goto(`${svc.http}/open?address=${encodeURIComponent('x@not-ours.test')}`);
+  assert.match(await other.locator('h1').innerText(), /Not found/);
+  await other.close();
+});
+
+let emailId = '';
+
+test('mail sent over SMTP appears within two seconds, without a reload, newest first', async () => {
+  await page.evaluate(() => ((window as any).__noReload = true));
+  await svc.send({ to: address, from: 'Alice Example <alice@example.org>', subject: 'First message', text: 'one' });
+  const t0 = Date.now();
+  await page.locator('#emails li', { hasText: 'First message' }).waitFor({ timeout: 2000 });
+  const elapsed = Date.now() - t0;
+  await svc.send({
+    to: address,
+    from: 'Bob Builder <bob@example.net>',
+    subject: 'Your invoice',
+    text: 'Hello,\nsee https://example.net/invoice for details.\n',
+    html: '<h2>Invoice</h2><p>Hello, please find <b>the invoice</b> attached.</p><p><img src="cid:logo.png" alt="logo" width="16" height="16"></p>',
+    attachments: [
+      { filename: 'invoice.txt', content: 'amount: 42 EUR\n', contentType: 'text/plain' },
+      { filename: 'logo.png', content: PNG, contentType: 'image/png', cid: 'logo.png' },
+    ],
+  });
+  const t1 = Date.now();
+  await page.locator('#emails li', { hasText: 'Your invoice' }).waitFor({ timeout: 2000 });
+  assert.ok(Date.now() - t1 < 2000 && elapsed < 2000);
+  assert.equal(await page.evaluate(() => (window as any).__noReload), true, 'the page was not reloaded');
+  const rows = await page.locator('#emails li .subject').allInnerTexts();
+  assert.deepEqual(rows.map((r) => r.replace(/ · attachment$/, '')), ['Your invoice', 'First message']);
+  const first = page.locator('#emails li').first();
+  assert.match(await first.locator('.from').innerText(), /Bob Builder/);
+  assert.match(await first.locator('.when').innerText(), /just now|s ago/);
+  assert.match(await first.locator('.ttl').innerText(), /deleted in (59|60):\d\d|deleted in 1:00:00/);
+  assert.equal(await page.locator('#count').innerText(), '2 emails');
+  await page.waitForTimeout(2600); // let the arrival highlight fade before the screenshot
+  await screenshots(page, 'inbox');
+});
+
+test('the email view: sender, recipients, subject, headers, isolated HTML, plain text, attachments', async () => {
+  await page.locator('#emails li a', { hasText: 'Your invoice' }).click();
+  await page.waitForURL(/\/inbox\/.+\/[0-9a-f-]{36}$/);
+  emailId = page.url().split('/').pop()!;
+  assert.equal(await page.locator('h1.subject').innerText(), 'Your invoice');
+  const meta = await page.locator('dl.meta').innerText();
+  assert.match(meta, /Bob Builder <bob@example\.net>/);
+  assert.match(meta, new RegExp(address.replace('.', '\\.')));
+  assert.match(meta, /deleted in/);
+  const frameEl = page.locator('iframe#body-frame');
+  assert.equal(await frameEl.getAttribute('sandbox'), 'allow-popups allow-popups-to-escape-sandbox');
+  const frame = page.frameLocator('iframe#body-frame');
+  await frame.locator('h2', { hasText: 'Invoice' }).waitFor();
+  // the cid: image is served from this service and shows (naturalWidth > 0) without remote images
+  const inline = frame.locator('img[alt=logo]');
+  await inline.waitFor();
+  assert.match((await inline.getAttribute('src')) ?? '', /^\/web\/frames\/[0-9a-f-]+\/cid\//);
+  let width = 0;
+  for (let i = 0; i < 50 && width === 0; i++) {
+    width = await inline.evaluate((img: HTMLImageElement) => (img.complete ? img.naturalWidth : 0));
+    if (width === 0) await page.waitForTimeout(100);
+  }
+  assert.equal(width, 16, 'the inline image loaded');
+  await screenshots(page, 'email');
+
+  await page.click('#tab-text');
+  assert.equal(await page.locator('#panel-html').isHidden(), true);
+  assert.match(await page.locator('#panel-text pre').innerText(), /see https:\/\/example\.net\/invoice for details/);
+  assert.equal(await page.locator('#panel-text pre a').getAttribute('href'), 'https://example.net/invoice');
+  await screenshots(page, 'email-text');
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await page.locator('#panel-headers').isVisible(), true);
+  assert.match(await page.locator('#panel-headers').innerText(), /Subject\s+Your invoice/);
+  await page.keyboard.press('ArrowLeft');
+  await page.keyboard.press('ArrowLeft');
+  assert.equal(await page.locator('#panel-html').isVisible(), true);
+
+  const items = (await page.locator('.attachments li').allInnerTexts()).sort();
+  assert.equal(items.length, 2);
+  assert.match(items[0], /invoice\.txt\s+15 B · text\/plain/);
+  assert.match(items[1], /logo\.png\s+96 B · image\/png/);
+});
+
+test('an attachment downloads with its name and bytes', async () => {
+  const [download] = await Promise.all([page.waitForEvent('download'), page.locator('a.download', { hasText: 'invoice.txt' }).click()]);
+  assert.equal(download.suggestedFilename(), 'invoice.txt');
+  const path = await download.path();
+  assert.equal(readFileSync(path).toString(), 'amount: 42 EUR\n');
+});
+
+test('deleting the email returns to the inbox without it; the API agrees', async () => {
+  await page.click('#delete-email');
+  await page.waitForURL(new RegExp(`/inbox/${address.replace('.', '\\.')}$`));
+  await page.locator('#emails li', { hasText: 'First message' }).waitFor();
+  assert.equal(await page.locator('#emails li', { hasText: 'Your invoice' }).count(), 0);
+  assert.equal((await svc.api(`/api/v1/emails/${emailId}`)).status, 404);
+  const gone = await page.goto(`${svc.http}/inbox/${address}/${emailId}`);
+  assert.equal(gone?.status(), 404);
+  assert.match(await page.locator('h1').innerText(), /Not found/);
+  await page.goto(`${svc.http}/inbox/${address}`);
+});
+
+test('keyboard: rows, delete buttons and "empty inbox" work without a mouse', async () => {
+  await page.locator('#status-text', { hasText: 'Live' }).waitFor();
+  await svc.send({ to: address, subject: 'Keyboard one', text: 'k1' });
+  await svc.send({ to: address, subject: 'Keyboard two', text: 'k2' });
+  await page.locator('#emails li', { hasText: 'Keyboard two' }).waitFor({ timeout: 2000 });
+  assert.equal(await page.locator('#emails li').count(), 3);
+
+  // Enter on a focused row opens it; Escape goes back to the inbox
+  await page.locator('#emails li a', { hasText: 'Keyboard two' }).focus();
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/[0-9a-f-]{36}$/);
+  await page.keyboard.press('Escape');
+  await page.waitForURL(new RegExp(`/inbox/${address.replace('.', '\\.')}$`));
+  await page.locator('#emails li', { hasText: 'Keyboard two' }).waitFor();
+
+  // Tab from the row link reaches its delete button; Enter deletes only that email
+  await page.locator('#emails li a', { hasText: 'Keyboard two' }).focus();
+  await page.keyboard.press('Tab');
+  assert.match(await page.evaluate(() => document.activeElement?.getAttribute('aria-label') ?? ''), /Delete email "Keyboard two"/);
+  await page.keyboard.press('Enter');
+  await page.locator('#emails li', { hasText: 'Keyboard two' }).waitFor({ state: 'detached' });
+  assert.equal(await page.locator('#emails li').count(), 2);
+
+  // Empty inbox asks for a second press
+  await page.locator('#empty').focus();
+  await page.keyboard.press('Enter');
+  assert.match(await page.locator('#empty').innerText(), /Delete all 2\? Click again/);
+  assert.equal(await page.locator('#emails li').count(), 2);
+  await page.keyboard.press('Enter');
+  await page.locator('#empty-state').waitFor({ state: 'visible' });
+  assert.equal(await page.locator('#emails li').count(), 0);
+  const list = await (await svc.api(`/api/v1/inboxes/${address}/emails`)).json();
+  assert.equal(list.data.length, 0);
+});
+
+test('copy address puts the address on the clipboard', async () => {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: svc.http });
+  await page.click('#copy');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), address);
+  await page.locator('#toast', { hasText: 'Address copied' }).waitFor();
+});
+
+test('dark mode and phone width render every page', async () => {
+  await page.emulateMedia({ colorScheme: 'dark' });
+  await svc.send({ to: address, from: 'Carol <carol@example.com>', subject: 'Dark mode check', text: 'd' });
+  await page.goto(`${svc.http}/inbox/${address}`);
+  await page.locator('#emails li').first().waitFor();
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.equal(bg, 'rgb(17, 19, 24)');
+  await screenshots(page, 'inbox-dark');
+  await page.setViewportSize({ width: 360, height: 740 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  assert.ok(overflow <= 0, `no horizontal scrolling at phone width (overflow ${overflow}px)`);
+  await page.setViewportSize(DESKTOP);
+  await page.emulateMedia({ colorScheme: 'light' });
+});
+
+test('each page weighs well under 150 KB of script and the page logged no errors', async () => {
+  for (const path of ['/', `/inbox/${address}`]) {
+    const scripts: number[] = [];
+    const onResponse = async (r: import('playwright-core').Response) => {
+      if (r.request().resourceType() === 'script') scripts.push((await r.body()).length);
+    };
+    const p = await context.newPage();
+    p.on('response', onResponse);
+    await p.goto(`${svc.http}${path}`, { waitUntil: 'load' });
+    await p.waitForTimeout(200);
+    const total = scripts.reduce((a, b) => a + b, 0);
+    assert.ok(scripts.length === 1 && total < 150 * 1024, `${path}: ${scripts.length} scripts, ${total} bytes`);
+    await p.close();
+  }
+  assert.deepEqual(consoleErrors.filter((e) => !/Failed to load resource: the server responded with a status of 404/.test(e)), []);
+});

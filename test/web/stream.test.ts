@@ -1,0 +1,81 @@
+// The inbox page's event stream: bounded lifetime, the browser reconnects and catches up, the
+// per-IP cap, and shutdown ends held streams (no hang).
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { createWebMount } from '../../src/web/routes.ts';
+import { STREAMS_PER_IP } from '../../src/web/security.ts';
+import { startService, type TestService } from '../helpers/service.ts';
+import { launchChromium, sleep } from './browser.ts';
+
+let svc: TestService;
+let browser: Browser;
+let page: Page;
+
+before(async () => {
+  svc = await startService({}, { mounts: [createWebMount({ streamLifetimeMs: 1200 })] });
+  browser = await launchChromium();
+  page = await browser.newPage();
+});
+
+after(async () => {
+  await browser?.close().catch(() => undefined);
+  await svc?.stop();
+});
+
+test('streams end after their lifetime; the page reconnects by itself and still shows new mail live', async () => {
+  const address = 'reconnect@ephemail.test';
+  let opened = 0;
+  page.on('request', (r) => r.url().includes('/web/events/') && opened++);
+  await page.goto(`${svc.http}/inbox/${address}`);
+  await page.evaluate(() => ((window as any).__noReload = true));
+  await page.locator('#status-text', { hasText: 'Live' }).waitFor();
+  await sleep(3500); // about three lifetimes
+  assert.ok(opened >= 3, `the page reconnected (${opened} streams opened)`);
+  await svc.send({ to: address, subject: 'After reconnects', text: 'r' });
+  await page.locator('#emails li', { hasText: 'After reconnects' }).waitFor({ timeout: 2000 });
+  assert.equal(await page.evaluate(() => (window as any).__noReload), true);
+  assert.equal(await page.locator('#emails li').count(), 1, 'a reconnect snapshot does not duplicate rows');
+});
+
+test(`more than ${STREAMS_PER_IP} streams from one IP are refused with 429; closing one frees a slot`, async () => {
+  const controllers: AbortController[] = [];
+  const open = async () => {
+    const ac = new AbortController();
+    const res = await fetch(`${svc.http}/web/events/cap@ephemail.test`, { signal: ac.signal });
+    controllers.push(ac);
+    return res;
+  };
+  // the browser page above holds one stream; fill the rest
+  const opened: Response[] = [];
+  for (let i = 0; i < STREAMS_PER_IP + 2; i++) opened.push(await open());
+  const ok = opened.filter((r) => r.status === 200).length;
+  const refused = opened.filter((r) => r.status === 429);
+  assert.ok(ok <= STREAMS_PER_IP && refused.length >= 2, `${ok} accepted, ${refused.length} refused`);
+  assert.equal(refused[0].headers.get('retry-after'), '10');
+  for (const ac of controllers) ac.abort();
+  await sleep(200);
+  const again = await open();
+  assert.equal(again.status, 200);
+  controllers.at(-1)!.abort();
+});
+
+test('a malformed address or a foreign domain gets no stream', async () => {
+  assert.equal((await fetch(`${svc.http}/web/events/not-an-address`)).status, 400);
+  assert.equal((await fetch(`${svc.http}/web/events/a@elsewhere.test`)).status, 404);
+});
+
+test('stop() ends held streams promptly', async () => {
+  const ac = new AbortController();
+  const res = await fetch(`${svc.http}/web/events/stop@ephemail.test`, { signal: ac.signal });
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  await reader.read();
+  await browser.close();
+  const t0 = Date.now();
+  await svc.stop();
+  assert.ok(Date.now() - t0 < 5000, `stopped in ${Date.now() - t0} ms`);
+  const rest = await Promise.race([reader.read().then((r) => r.done), sleep(2000).then(() => 'timeout')]).catch(() => true);
+  assert.equal(rest, true, 'the stream was ended by the server');
+  svc = undefined as unknown as TestService;
+});
