@@ -1,0 +1,218 @@
+// Email lifetime and process lifecycle (spec: States and transitions; DECISIONS.md "Running it"):
+// expiry, restart keeps mail and keys, SIGKILL mid-burst loses nothing acknowledged, SIGTERM
+// answers held polls and exits 0, and Debian's swaks as a real-world SMTP client.
+import assert from 'node:assert/strict';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { startService } from '../helpers/service.ts';
+import { SmtpClient, message, toWire } from '../helpers/smtp.ts';
+import { expectError, listAll } from '../helpers/contract.ts';
+
+const BIN = resolve(import.meta.dirname, '../../bin/ephemail.js');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const dirs: string[] = [];
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'ephemail-life-'));
+  dirs.push(d);
+  return d;
+};
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('expiry', () => {
+  test('an email is gone after its TTL: 404 everywhere, not listed, its address is free again', async () => {
+    const svc = await startService({ EPHEMAIL_EMAIL_TTL_SECONDS: '2' });
+    try {
+      const base = svc.http.replace('127.0.0.1', 'localhost');
+      assert.equal((await (await svc.api('/api/v1')).json()).data.email_ttl_seconds, 2);
+      await svc.send({ to: 'short@ephemail.test', subject: 'brief', text: 'x', attachments: [{ filename: 'a.txt', content: 'a' }] });
+      const [s] = await listAll(svc.api, 'short@ephemail.test');
+      assert.equal(Date.parse(s.expires_at) - Date.parse(s.received_at), 2000);
+      const inbox = await svc.api('/api/v1/inboxes', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"local_part":"short"}' });
+      assert.equal(inbox.status, 409);
+      await sleep(Math.max(0, Date.parse(s.expires_at) - Date.now()) + 150);
+      await expectError(await svc.api(`/api/v1/emails/${s.id}`), 404, 'not_found', base);
+      await expectError(await svc.api(`/api/v1/emails/${s.id}/attachments`), 404, 'not_found', base);
+      await expectError(await svc.api(`/api/v1/emails/${s.id}/attachments/1`), 404, 'not_found', base);
+      await expectError(await svc.api(`/api/v1/emails/${s.id}`, { method: 'DELETE' }), 404, 'not_found', base);
+      assert.deepEqual(await listAll(svc.api, 'short@ephemail.test'), []);
+      const created = await svc.api('/api/v1/inboxes', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"local_part":"short"}' });
+      assert.equal(created.status, 201);
+      assert.equal((await created.json()).data.email_ttl_seconds, 2);
+      const purge = await svc.api('/api/v1/inboxes/short%40ephemail.test/emails', { method: 'DELETE' });
+      assert.deepEqual((await purge.json()).data, { address: 'short@ephemail.test', deleted: 0 }, 'expired mail is not counted as deleted');
+    } finally {
+      await svc.stop();
+    }
+  });
+});
+
+describe('restart', () => {
+  test('mail and keys survive a restart; ids keep increasing', async () => {
+    const dir = tempDir();
+    const env = { EPHEMAIL_STORE: `sqlite:${join(dir, 'r.db')}` };
+    const a = await startService(env);
+    const key = (await (await a.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key;
+    await a.send({ to: 'keep@ephemail.test', subject: 'before restart', text: 'x', attachments: [{ filename: 'k.bin', content: Buffer.from([9, 8, 7]) }] });
+    const [first] = await listAll(a.api, 'keep@ephemail.test');
+    await a.stop();
+    const b = await startService(env);
+    try {
+      const me = await b.api('/api/v1/me', { headers: { authorization: `Bearer ${key}` } });
+      assert.equal(me.status, 200);
+      assert.equal((await me.json()).data.kind, 'key');
+      const e = (await (await b.api(`/api/v1/emails/${first.id}`)).json()).data;
+      assert.equal(e.subject, 'before restart');
+      const bytes = Buffer.from(await (await fetch(e.attachments[0].download_url.replace(/^https?:\/\/[^/]+/, b.http))).arrayBuffer());
+      assert.deepEqual([...bytes], [9, 8, 7]);
+      await b.send({ to: 'keep@ephemail.test', subject: 'after restart', text: 'y' });
+      const list = await listAll(b.api, 'keep@ephemail.test');
+      assert.deepEqual(list.map((x) => x.subject), ['after restart', 'before restart']);
+      assert.ok(list[0].id > list[1].id);
+    } finally {
+      await b.stop();
+    }
+  });
+});
+
+/** Runs `ephemail serve` as a child process; resolves with its bound addresses from the start-up log line. */
+async function spawnServe(env: Record<string, string>): Promise<{ child: ChildProcess; http: string; smtpPort: number; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [BIN, 'serve'], {
+    env: { ...process.env, EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  let out = '';
+  const started = await new Promise<{ http: string; smtp: string }>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`no start-up line: ${out}`)), 30_000);
+    child.stdout!.on('data', (d) => {
+      out += d;
+      for (const line of out.split('\n')) {
+        if (!line.includes('ephemail started')) continue;
+        const j = JSON.parse(line);
+        clearTimeout(t);
+        resolve({ http: j.http, smtp: j.smtp });
+        return;
+      }
+    });
+    child.stderr!.on('data', (d) => (out += d));
+    child.on('exit', () => reject(new Error(`exited before start: ${out}`)));
+  });
+  return { child, http: started.http, smtpPort: Number(started.smtp.split(':').pop()), exited };
+}
+
+describe('the process', () => {
+  test('SIGKILL in the middle of a delivery burst: every email that got a 250 is there after restart', { timeout: 120_000 }, async () => {
+    const dir = tempDir();
+    const env = { EPHEMAIL_STORE: `sqlite:${join(dir, 'kill.db')}` };
+    const first = await spawnServe(env);
+    const acked: { address: string; id: string }[] = [];
+    let stop = false;
+    const worker = async (n: number) => {
+      let client: SmtpClient;
+      try {
+        ({ client } = await SmtpClient.open(first.smtpPort));
+        await client.cmd('EHLO killer.example');
+      } catch {
+        return;
+      }
+      for (let i = 0; !stop; i++) {
+        const address = `kill${n}-${i}@ephemail.test`;
+        client.write(`MAIL FROM:<k@killer.example>\r\nRCPT TO:<${address}>\r\nDATA\r\n`);
+        const replies = [await client.read().catch(() => null), await client.read().catch(() => null), await client.read().catch(() => null)];
+        if (replies.some((r) => !r || r.code === 0) || replies[2]!.code !== 354) return;
+        client.write(Buffer.concat([toWire(message({ From: 'k@killer.example', Subject: `burst ${n}-${i}` }, 'x'.repeat(2000))), Buffer.from('.\r\n')]));
+        const r = await client.read().catch(() => null);
+        if (!r || r.code === 0) return;
+        if (r.code === 250) {
+          const id = /stored as ([0-9a-f-]{36})/.exec(r.text)?.[1];
+          assert.ok(id, `the 250 names the id: ${r.text}`);
+          acked.push({ address, id });
+        }
+      }
+    };
+    const workers = Promise.all([0, 1, 2, 3].map(worker));
+    while (acked.length < 40) await sleep(20);
+    first.child.kill('SIGKILL');
+    stop = true;
+    await first.exited;
+    await workers;
+    assert.ok(acked.length >= 40);
+    const second = await spawnServe(env);
+    try {
+      const missing: string[] = [];
+      for (const { address, id } of acked) {
+        const res = await fetch(`${second.http}/api/v1/emails/${id}`);
+        if (res.status !== 200) missing.push(`${address} ${id} → ${res.status}`);
+        else assert.equal((await res.json()).data.address, address);
+      }
+      assert.deepEqual(missing, [], `${acked.length} acknowledged`);
+    } finally {
+      second.child.kill('SIGTERM');
+      await second.exited;
+    }
+  });
+
+  test('SIGTERM: held polls are answered with their empty result, then exit 0', { timeout: 60_000 }, async () => {
+    const dir = tempDir();
+    const p = await spawnServe({ EPHEMAIL_STORE: `sqlite:${join(dir, 'term.db')}` });
+    const key = (await (await fetch(`${p.http}/api/v1/keys`, { method: 'POST' })).json()).data.api_key;
+    const held = fetch(`${p.http}/api/v1/inboxes/term%40ephemail.test/emails?wait=30`, { headers: { 'x-api-key': key } });
+    await sleep(500);
+    const t0 = Date.now();
+    p.child.kill('SIGTERM');
+    const res = await held;
+    assert.equal(res.status, 200);
+    const body = await res.json();
+    assert.deepEqual(body.data, []);
+    assert.equal(body.meta.waited, true);
+    assert.equal(await p.exited, 0);
+    assert.ok(Date.now() - t0 < 10_000, `stopped in ${Date.now() - t0} ms`);
+  });
+
+  test('a bad configuration value stops start-up with a message naming the variable', async () => {
+    const run = promisify(execFile);
+    await assert.rejects(run(process.execPath, [BIN, 'serve'], { env: { ...process.env, EPHEMAIL_HTTP_PORT: 'eighty' }, timeout: 30_000 }), (err: any) => {
+      assert.notEqual(err.code, 0);
+      assert.match(`${err.stderr}${err.stdout}`, /EPHEMAIL_HTTP_PORT/);
+      return true;
+    });
+  });
+});
+
+describe('swaks (Debian) as the SMTP client', { skip: !existsSync('/usr/bin/swaks') && 'swaks is not installed (apt-get install swaks)' }, () => {
+  test('a message sent with swaks, with an attachment, is served', async () => {
+    const svc = await startService();
+    try {
+      const dir = tempDir();
+      const file = join(dir, 'report.csv');
+      (await import('node:fs')).writeFileSync(file, 'a,b\n1,2\n');
+      const run = promisify(execFile);
+      const { stdout } = await run('swaks', [
+        '--server', '127.0.0.1', '--port', String(svc.smtpPort), '--from', 'swaks@Tooling.Example', '--to', 'Swaks.User@ephemail.test',
+        '--header', 'Subject: =?UTF-8?Q?sw=C3=A4ks?= test', '--body', 'sent by swaks', '--attach', `@${file}`, '--attach-type', 'text/csv', '--attach-name', 'report.csv',
+      ], { timeout: 30_000 });
+      assert.match(stdout, /<-\s+250 /);
+      const [s] = await listAll(svc.api, 'swaks.user@ephemail.test');
+      assert.equal(s.subject, 'swäks test');
+      assert.equal(s.mailed_by, 'tooling.example');
+      const e = (await (await svc.api(`/api/v1/emails/${s.id}`)).json()).data;
+      assert.match(e.text_body, /sent by swaks/);
+      assert.equal(e.attachments.length, 1);
+      assert.equal(e.attachments[0].filename, 'report.csv');
+      assert.equal(e.attachments[0].size_bytes, 8);
+      // and a rejected domain shows as a 550 in swaks' own transcript
+      await assert.rejects(run('swaks', ['--server', '127.0.0.1', '--port', String(svc.smtpPort), '--to', 'x@not-served.example', '--from', 'a@b.example'], { timeout: 30_000 }), (err: any) => {
+        assert.match(err.stdout, /<\*\*\s+550 5\.1\.2/);
+        return true;
+      });
+    } finally {
+      await svc.stop();
+    }
+  });
+});
