@@ -1,0 +1,179 @@
+// Three real `ephemail` processes against one Redis behave as one service: mail through A is listed
+// on B and C; a wait held on B wakes within 100 ms of A's 250; a key's per-minute limit and its
+// concurrent waits hold across the three; ids from concurrent deliveries through all three nodes
+// increase in the order they become visible, so a reader advancing `since` never skips mail.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
+import { closeClient } from '../../src/store/redis/redis-store.ts';
+import { startNode, type Node } from './nodes.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix } from './servers.ts';
+
+const PER_MINUTE = 30;
+const WAITS = 3;
+const prefix = `ephtest:multi:${randomUUID().slice(0, 8)}:`;
+const addr = (tag: string) => `${tag}-${randomUUID().slice(0, 8)}@ephemail.test`;
+const enc = encodeURIComponent;
+
+describe('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency: 1 }, () => {
+  let nodes: Node[] = [];
+  let redis: RedisClient;
+  const [A, B, C] = [0, 1, 2].map((i) => () => nodes[i]);
+
+  const mintKey = async (node: Node): Promise<string> => {
+    const res = await node.api('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ label: 'multinode' }) });
+    assert.equal(res.status, 201);
+    return ((await res.json()) as { data: { api_key: string } }).data.api_key;
+  };
+  const list = async (node: Node, address: string, query = '', key?: string) => {
+    const res = await node.api(`/api/v1/inboxes/${enc(address)}/emails${query}`, key ? { headers: { authorization: `Bearer ${key}` } } : undefined);
+    return { status: res.status, body: (await res.json()) as { data: { id: string; subject: string }[]; meta: { waited: boolean }; error?: { type: string } } };
+  };
+
+  before(async () => {
+    redis = connect(parseRedisUrl(TEST_REDIS_URL));
+    await whenReady(redis, 10_000);
+    const u = new URL(TEST_REDIS_URL);
+    const env = {
+      EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`,
+      EPHEMAIL_SESSION_SECRET: 'multinode-test-secret',
+      EPHEMAIL_LIMIT_KEY_PER_MINUTE: String(PER_MINUTE),
+      EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS: String(WAITS),
+      EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '20',
+      EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000',
+      EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000',
+    };
+    nodes = await Promise.all(['A', 'B', 'C'].map((n) => startNode(n, env)));
+  });
+
+  after(async () => {
+    const codes = await Promise.all(nodes.map((n) => n.stop()));
+    assert.deepEqual(codes, nodes.map(() => 0), 'every node exits 0 on SIGTERM');
+    await dropPrefix(redis as never, prefix);
+    assert.equal(await countPrefix(redis as never, prefix), 0);
+    await closeClient(redis);
+  });
+
+  it('mail sent to A over SMTP is listed on B and C, and readable there', async () => {
+    const to = addr('abc');
+    const { response } = await A().send(to, 'through A');
+    assert.match(response, /^250/);
+    for (const node of [B(), C()]) {
+      const { status, body } = await list(node, to);
+      assert.equal(status, 200);
+      assert.deepEqual(body.data.map((e) => e.subject), ['through A']);
+      const full = await node.api(`/api/v1/emails/${body.data[0].id}`);
+      assert.equal(full.status, 200);
+    }
+  });
+
+  it("a wait held on B returns within 100 ms of A's 250", async () => {
+    const key = await mintKey(C());
+    const to = addr('wait');
+    for (let round = 0; round < 3; round++) {
+      const held = list(B(), to, '?wait=10', key).then((r) => ({ ...r, at: performance.now() }));
+      await new Promise((r) => setTimeout(r, 300)); // B is holding
+      const { response } = await A().send(to, `wake ${round}`);
+      const acked = performance.now();
+      assert.match(response, /^250/);
+      const got = await held;
+      assert.equal(got.status, 200);
+      assert.equal(got.body.meta.waited, true);
+      assert.deepEqual(got.body.data.map((e) => e.subject), [`wake ${round}`]);
+      assert.ok(got.at - acked < 100, `B answered ${Math.round(got.at - acked)} ms after A's 250`);
+      console.log(`# wait on B answered ${(got.at - acked).toFixed(1)} ms after A's 250`);
+      await fetch(`${B().http}/api/v1/inboxes/${enc(to)}/emails`, { method: 'DELETE' });
+    }
+  });
+
+  it("a key's per-minute limit holds across the three nodes together", async () => {
+    const key = await mintKey(A());
+    const msIntoMinute = Date.now() % 60_000;
+    if (msIntoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - msIntoMinute + 200)); // one window for the whole burst
+    const headers = { authorization: `Bearer ${key}` };
+    const res = await Promise.all(Array.from({ length: PER_MINUTE + 15 }, (_, i) => nodes[i % 3].api('/api/v1/domains', { headers })));
+    const codes = res.map((r) => r.status);
+    assert.equal(codes.filter((c) => c === 200).length, PER_MINUTE, `admitted: ${codes.join(',')}`);
+    assert.equal(codes.filter((c) => c === 429).length, 15);
+    const limited = res.find((r) => r.status === 429)!;
+    assert.equal(((await limited.json()) as { error: { type: string } }).error.type, 'rate_limited');
+    assert.ok(Number(limited.headers.get('retry-after')) >= 1);
+    const me = (await (await C().api('/api/v1/me', { headers })).json()) as { data: { usage: { requests_this_minute: number } } };
+    assert.equal(me.data.usage.requests_this_minute, PER_MINUTE, 'every node reports the shared count');
+  });
+
+  it('too_many_waiters counts the waits held on all nodes', async () => {
+    const key = await mintKey(B());
+    const aborts = nodes.map(() => new AbortController());
+    const held = nodes.map((node, i) =>
+      node.api(`/api/v1/inboxes/${enc(addr(`w${i}`))}/emails?wait=20`, { headers: { authorization: `Bearer ${key}` }, signal: aborts[i].signal }).catch(() => null));
+    try {
+      await new Promise((r) => setTimeout(r, 500)); // one wait held on each node: 3 of 3
+      for (const node of nodes) {
+        const { status, body } = await list(node, addr('more'), '?wait=5', key);
+        assert.equal(status, 429, `${node.name} refuses a fourth wait`);
+        assert.equal(body.error?.type, 'too_many_waiters');
+      }
+    } finally {
+      aborts.forEach((a) => a.abort());
+      await Promise.all(held);
+    }
+    // the aborted waits give their slots back
+    let admitted = false;
+    for (let i = 0; i < 40 && !admitted; i++) {
+      const { status } = await list(A(), addr('again'), '?wait=1', key);
+      admitted = status === 200;
+      if (!admitted) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.ok(admitted, 'slots are released when the waits end');
+  });
+
+  it('ids from concurrent deliveries through all three nodes increase in the order they become visible', async () => {
+    const boxes = [addr('ids0'), addr('ids1')];
+    const PER_NODE = 12;
+    const total = PER_NODE * 3;
+    const seen = new Map<string, string[]>(boxes.map((b) => [b, []]));
+    let sending = true;
+    // one reader per inbox, advancing `since` to its last item, asking the nodes in turn
+    const readers = boxes.map(async (box) => {
+      let cursor = '00000000-0000-7000-8000-000000000000';
+      const ids = seen.get(box)!;
+      const deadline = Date.now() + 30_000;
+      for (let i = 0; Date.now() < deadline; i++) {
+        const { status, body } = await list(nodes[i % 3], box, `?since=${cursor}&limit=100`);
+        assert.equal(status, 200);
+        for (const e of body.data) {
+          assert.ok(e.id > cursor, `${e.id} > ${cursor}`);
+          ids.push(e.id);
+          cursor = e.id;
+        }
+        if (!sending && ids.length >= total) break;
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    });
+    const acks = await Promise.all(nodes.flatMap((node) =>
+      Array.from({ length: PER_NODE }, (_, i) => node.send(boxes, `${node.name}${i}`).then((r) => r.response))));
+    sending = false;
+    await Promise.all(readers);
+    assert.ok(acks.every((r) => /^250/.test(r)));
+    const everyId: string[] = [];
+    for (const [box, ids] of seen) {
+      assert.equal(ids.length, total, `${box}: the reader saw every email once (none skipped)`);
+      assert.equal(new Set(ids).size, total);
+      const { body } = await list(B(), box, '?limit=100');
+      assert.deepEqual(body.data.map((e) => e.id), [...ids].reverse(), 'listing order is visibility order');
+      everyId.push(...ids);
+    }
+    assert.equal(new Set(everyId).size, 2 * total, 'ids are unique across nodes and inboxes');
+  });
+
+  it('every node is healthy and none crashed', async () => {
+    for (const node of nodes) {
+      assert.ok(node.alive());
+      const res = await node.api('/api/v1/health');
+      assert.equal(res.status, 200);
+      assert.deepEqual(((await res.json()) as { data: unknown }).data, { status: 'ok', database: 'connected', smtp: 'running' });
+    }
+  });
+});
