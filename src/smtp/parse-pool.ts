@@ -74,7 +74,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   interface Slot {
     worker: Worker;
     ready: boolean;
-    inflight: Map<number, { resolve: (p: ParsedMessage) => void; reject: (e: Error) => void; task: Task }>;
+    inflight: Map<number, { resolve: (p: ParsedMessage) => void; reject: (e: Error) => void }>;
   }
   let slots: Slot[] = [];
   let nextId = 1;
@@ -106,10 +106,9 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
       slots = slots.filter((s) => s !== slot);
       void worker.terminate();
       if (!slot.ready && !closed) {
-        // could not even start: parse everything on this thread from now on, including what it held
+        // could not even start (it never held a message): parse on this thread from now on
         broken = true;
         warn('parse workers cannot start; parsing on the main thread', err);
-        for (const job of slot.inflight.values()) parseMessage(job.task.raw, job.task.limits).then(job.resolve, job.reject);
         return;
       }
       for (const job of slot.inflight.values()) job.reject(err);
@@ -134,17 +133,18 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
         started = true;
         for (let i = 0; i < want; i++) slots.push(spawnSlot());
       }
-      if (slots.length === 0) return parseMessage(raw, limits);
-      let slot = slots[0];
-      for (const s of slots) if (s.inflight.size < slot.inflight.size) slot = s;
+      // until a worker is up (loading the parser takes a moment, longer through tsx) this thread parses
+      let slot: Slot | null = null;
+      for (const s of slots) if (s.ready && (!slot || s.inflight.size < slot.inflight.size)) slot = s;
+      if (!slot) return parseMessage(raw, limits);
+      const target = slot;
       const id = nextId++;
       const task: Task = { id, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments } };
       return new Promise<ParsedMessage>((resolve, reject) => {
-        slot.inflight.set(id, { resolve, reject, task });
+        target.inflight.set(id, { resolve, reject });
         // a buffer that is a view into a larger (pooled) one is copied, never transferred
-        // (and before the worker is up: a worker that cannot start hands its messages back to this thread)
-        const own = slot.ready && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
-        slot.worker.postMessage(task, own ? [raw.buffer as ArrayBuffer] : []);
+        const own = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
+        target.worker.postMessage(task, own ? [raw.buffer as ArrayBuffer] : []);
       });
     },
     async close() {
