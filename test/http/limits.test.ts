@@ -193,3 +193,29 @@ describe('exactly the limit under concurrency', () => {
     for (const r of results.filter((x) => x.status === 429)) assert.ok(Number(r.headers.get('retry-after')) >= 1);
   });
 });
+
+describe('client IP behind a proxy (EPHEMAIL_TRUST_PROXY)', () => {
+  test('untrusted: X-Forwarded-For is ignored, so it gives no fresh bucket', async () => {
+    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2' });
+    try {
+      for (let i = 0; i < 2; i++) assert.equal((await svc.api('/api/v1/domains', { headers: { 'x-forwarded-for': `10.0.0.${i}` } })).status, 200);
+      await expectError(await svc.api('/api/v1/domains', { headers: { 'x-forwarded-for': '10.0.0.99' } }), 429, 'rate_limited', baseOf(svc));
+    } finally {
+      await svc.stop();
+    }
+  });
+
+  test('trusted: each forwarded client IP has its own bucket, and key minting counts per forwarded IP', async () => {
+    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2', EPHEMAIL_TRUST_PROXY: 'true' });
+    try {
+      const as = (ip: string, init: RequestInit = {}) => svc.api('/api/v1/domains', { ...init, headers: { 'x-forwarded-for': ip } });
+      for (let i = 0; i < 2; i++) assert.equal((await as('203.0.113.1')).status, 200);
+      await expectError(await as('203.0.113.1'), 429, 'rate_limited', baseOf(svc));
+      assert.equal((await as('203.0.113.2')).status, 200);
+      const me = (await (await svc.api('/api/v1/me', { headers: { 'x-forwarded-for': '203.0.113.2' } })).json()).data;
+      assert.equal(me.usage.requests_this_minute, 1);
+    } finally {
+      await svc.stop();
+    }
+  });
+});
