@@ -1,0 +1,115 @@
+// Redis goes away under traffic and comes back. A private redis-server (AOF, appendfsync always, in a
+// temp dir) is SIGKILLed while a node takes mail and API calls: the node does not crash, answers
+// health 503 `database: "disconnected"`, API 500 `internal_error` with retry-after, SMTP 451; when
+// Redis restarts from its AOF the node serves again with no restart and every email that got a 250
+// is there.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { startNode, type Node } from './nodes.ts';
+import { SKIP_SERVER, startRedis, type RedisProcess } from './servers.ts';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, concurrency: 1 }, () => {
+  let redis: RedisProcess;
+  let node: Node;
+  const to = `fault-${randomUUID().slice(0, 8)}@ephemail.test`;
+  const acked = new Set<string>();
+  const refused: { subject: string; code: number | undefined }[] = [];
+  const apiStatuses: number[] = [];
+  let running = true;
+  let traffic: Promise<void>;
+
+  before(async () => {
+    redis = await startRedis({ appendfsync: 'always' });
+    node = await startNode('F', { EPHEMAIL_STORE: redis.url, EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000' });
+    // traffic: two SMTP senders and one API reader, until told to stop (bounded)
+    const sender = async (n: number) => {
+      for (let i = 0; running && i < 5000; i++) {
+        const subject = `s${n}-${i}`;
+        try {
+          const { response } = await node.send(to, subject);
+          if (/^250/.test(response)) acked.add(subject);
+        } catch (err) {
+          refused.push({ subject, code: (err as { responseCode?: number }).responseCode });
+          await sleep(50);
+        }
+      }
+    };
+    const reader = async () => {
+      for (let i = 0; running && i < 20_000; i++) {
+        const res = await node.api(`/api/v1/inboxes/${encodeURIComponent(to)}/emails?limit=1`).catch(() => null);
+        apiStatuses.push(res?.status ?? 0);
+        await res?.arrayBuffer();
+        await sleep(20);
+      }
+    };
+    traffic = Promise.all([sender(1), sender(2), reader()]).then(() => undefined);
+  });
+
+  after(async () => {
+    running = false;
+    await traffic;
+    const code = await node?.stop();
+    await redis?.stop();
+    assert.equal(code, 0, 'the node exits cleanly');
+  });
+
+  it('serves, then reports the outage with the documented codes, then recovers by itself', async () => {
+    for (let i = 0; i < 100 && acked.size < 10; i++) await sleep(50);
+    assert.ok(acked.size >= 10, 'mail flows before the fault');
+
+    await redis.kill();
+    const ackedBefore = acked.size;
+    await sleep(300);
+
+    const health = await node.api('/api/v1/health');
+    assert.equal(health.status, 503);
+    assert.deepEqual(((await health.json()) as { data: unknown }).data, { status: 'degraded', database: 'disconnected', smtp: 'running' });
+
+    const list = await node.api(`/api/v1/inboxes/${encodeURIComponent(to)}/emails`);
+    assert.equal(list.status, 500);
+    assert.equal(((await list.json()) as { error: { type: string } }).error.type, 'internal_error');
+    assert.ok(Number(list.headers.get('retry-after')) >= 1, 'retry-after on the 500');
+    const key = await node.api('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(key.status, 500);
+
+    await assert.rejects(node.send(to, 'during outage'), (err: { responseCode?: number }) => err.responseCode === 451);
+    assert.ok(refused.length > 0 && refused.every((r) => r.code === 451), `every refusal is 451: ${JSON.stringify(refused.slice(0, 3))}`);
+    assert.ok(acked.size <= ackedBefore + 2, 'no 250 while Redis is down (at most the ones already stored)');
+    assert.ok(node.alive(), 'no crash');
+
+    await sleep(500);
+    await redis.start(); // same port, same dir: Redis replays its AOF
+    let healthy = false;
+    for (let i = 0; i < 100 && !healthy; i++) {
+      healthy = (await node.api('/api/v1/health')).status === 200;
+      if (!healthy) await sleep(100);
+    }
+    assert.ok(healthy, 'healthy again with no restart');
+    const refusedAtRecovery = refused.length;
+    const ackedAtRecovery = acked.size;
+    for (let i = 0; i < 100 && acked.size < ackedAtRecovery + 10; i++) await sleep(50);
+    assert.ok(acked.size >= ackedAtRecovery + 10, 'mail flows again');
+    assert.ok(refused.length <= refusedAtRecovery + 2, 'no more refusals once recovered');
+    assert.equal(apiStatuses.at(-1), 200, 'the API serves again');
+
+    running = false;
+    await traffic;
+    const stored = new Set<string>();
+    let before = '';
+    for (let page = 0; page < 100; page++) {
+      const res = await node.api(`/api/v1/inboxes/${encodeURIComponent(to)}/emails?limit=100${before ? `&before=${before}` : ''}`);
+      assert.equal(res.status, 200);
+      const body = (await res.json()) as { data: { subject: string }[]; meta: { next_before: string | null } };
+      for (const e of body.data) stored.add(e.subject);
+      if (!body.meta.next_before) break;
+      before = body.meta.next_before;
+    }
+    const missing = [...acked].filter((s) => !stored.has(s));
+    assert.deepEqual(missing, [], `every 250-acknowledged email survived (${acked.size} acknowledged)`);
+    assert.ok(apiStatuses.every((s) => s === 200 || s === 500), `API answered 200 or 500 only: ${[...new Set(apiStatuses)]}`);
+    assert.ok(node.logs.some((l) => l.msg === 'redis connection restored'), 'the node logged its recovery');
+  });
+});
