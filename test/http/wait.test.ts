@@ -57,6 +57,31 @@ describe('wait', () => {
     assert.ok(Date.now() - t0 < 5000);
   });
 
+  test('the wake-up ignores case: wait on MiXeD path, mail to UPPER recipient', async () => {
+    const pending = waitFor('Case.Wait@EPHEMAIL.test', 'wait=20');
+    await sleep(200);
+    const t0 = Date.now();
+    const r = await mail(svc, 'CASE.WAIT@ephemail.TEST', 'cased');
+    assert.equal(r.data?.code, 250);
+    const body = await (await pending).json();
+    assert.ok(Date.now() - t0 < 1500);
+    assert.equal(body.meta.address, 'case.wait@ephemail.test');
+    assert.deepEqual(body.data.map((e: any) => e.subject), ['cased']);
+  });
+
+  test('one transaction to several inboxes wakes each waiter', async () => {
+    const addrs = ['fan1@ephemail.test', 'fan2@ephemail.test'];
+    const pending = [waitFor(addrs[0], 'wait=20'), waitFor(addrs[1], 'wait=20', key2)];
+    await sleep(200);
+    const r = await sendRaw(svc.smtpPort, { from: 'f@fan.example', to: addrs, body: message({ From: 'f@fan.example', Subject: 'fan' }, 'x') });
+    assert.equal(r.data?.code, 250);
+    const bodies = await Promise.all(pending.map(async (p) => (await p).json()));
+    for (const [i, b] of bodies.entries()) {
+      assert.equal(b.data.length, 1);
+      assert.equal(b.data[0].address, addrs[i]);
+    }
+  });
+
   test('wait with since: only newer mail wakes it', async () => {
     const address = 'since-wait@ephemail.test';
     await mail(svc, address, 'old');
