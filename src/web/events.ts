@@ -11,7 +11,7 @@ import { STREAMS_PER_IP, STREAMS_TOTAL } from './security.ts';
 
 export const STREAM_LIFETIME_MS = 5 * 60_000;
 export const HEARTBEAT_MS = 15_000;
-const RETRY_MS = 1_000;
+const RETRY_MS = 500;
 const SNAPSHOT_LIMIT = 100;
 
 export interface StreamHub {
