@@ -113,3 +113,30 @@ describe('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, conc
     assert.ok(node.logs.some((l) => l.msg === 'redis connection restored'), 'the node logged its recovery');
   });
 });
+
+describe('Redis not there at start-up', { skip: SKIP_SERVER }, () => {
+  it('the node starts degraded and becomes healthy when Redis appears, with no restart', async () => {
+    const redis = await startRedis();
+    await redis.kill(); // a free port, a dir: Redis comes later
+    const node = await startNode('late', { EPHEMAIL_STORE: redis.url });
+    try {
+      const health = await node.api('/api/v1/health');
+      assert.equal(health.status, 503);
+      assert.equal(((await health.json()) as { data: { database: string } }).data.database, 'disconnected');
+      await assert.rejects(node.send(`late@ephemail.test`, 'too early'), (err: { responseCode?: number }) => err.responseCode === 451);
+      await redis.start();
+      let healthy = false;
+      for (let i = 0; i < 100 && !healthy; i++) {
+        healthy = (await node.api('/api/v1/health')).status === 200;
+        if (!healthy) await sleep(100);
+      }
+      assert.ok(healthy);
+      assert.match((await node.send('late@ephemail.test', 'on time')).response, /^250/);
+      const list = await node.api('/api/v1/inboxes/late%40ephemail.test/emails');
+      assert.deepEqual(((await list.json()) as { data: { subject: string }[] }).data.map((e) => e.subject), ['on time']);
+    } finally {
+      assert.equal(await node.stop(), 0);
+      await redis.stop();
+    }
+  });
+});

@@ -3,7 +3,9 @@
 // concurrent waits hold across the three; ids from concurrent deliveries through all three nodes
 // increase in the order they become visible, so a reader advancing `since` never skips mail.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
 import { closeClient } from '../../src/store/redis/redis-store.ts';
@@ -19,6 +21,7 @@ const enc = encodeURIComponent;
 describe('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency: 1 }, () => {
   let nodes: Node[] = [];
   let redis: RedisClient;
+  let env: Record<string, string> = {};
   const [A, B, C] = [0, 1, 2].map((i) => () => nodes[i]);
 
   const mintKey = async (node: Node): Promise<string> => {
@@ -35,7 +38,7 @@ describe('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency: 1 }
     redis = connect(parseRedisUrl(TEST_REDIS_URL));
     await whenReady(redis, 10_000);
     const u = new URL(TEST_REDIS_URL);
-    const env = {
+    env = {
       EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`,
       EPHEMAIL_SESSION_SECRET: 'multinode-test-secret',
       EPHEMAIL_LIMIT_KEY_PER_MINUTE: String(PER_MINUTE),
@@ -166,6 +169,26 @@ describe('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency: 1 }
       everyId.push(...ids);
     }
     assert.equal(new Set(everyId).size, 2 * total, 'ids are unique across nodes and inboxes');
+  });
+
+  it('the operator CLI works on the shared store: a key revoked once is refused by every node', async () => {
+    const key = await mintKey(A());
+    const keyPrefix = key.slice(0, 12);
+    const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/ephemail.js', 'keys', ...args], {
+      cwd: resolve(import.meta.dirname, '../..'), env: { PATH: process.env.PATH, ...env }, encoding: 'utf8', timeout: 30_000,
+    });
+    const listed = cli('list');
+    assert.equal(listed.status, 0, listed.stderr);
+    assert.match(listed.stdout, new RegExp(`^${keyPrefix}\\t.*\\tactive$`, 'm'));
+    assert.ok(!listed.stdout.includes(key), 'never prints a raw key');
+    const revoked = cli('revoke', keyPrefix);
+    assert.equal(revoked.status, 0, revoked.stderr);
+    assert.match(revoked.stdout, new RegExp(`revoked ${keyPrefix}`));
+    for (const node of nodes) {
+      const res = await node.api('/api/v1/me', { headers: { 'x-api-key': key } });
+      assert.equal(res.status, 401, node.name);
+      assert.equal(((await res.json()) as { error: { type: string } }).error.type, 'unauthorized');
+    }
   });
 
   it('every node is healthy and none crashed', async () => {

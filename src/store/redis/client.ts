@@ -94,6 +94,9 @@ export function connect(target: RedisTarget, options: ConnectOptions = {}): Redi
   });
 }
 
+/** Clients being closed on purpose: their 'close' is no outage. */
+export const closing = new WeakSet<RedisClient>();
+
 /** Resolves when the client is ready, or rejects after `ms`. */
 export function whenReady(client: RedisClient, ms: number): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();

@@ -5,7 +5,7 @@ import type { Backends } from '../../assemble.ts';
 import { createRedisBus } from '../../bus/redis.ts';
 import type { Config } from '../../config.ts';
 import { createRedisLimiter } from '../../limiter/redis.ts';
-import { connect, parseRedisUrl, whenReady, type RedisClient } from './client.ts';
+import { closing, connect, parseRedisUrl, whenReady, type RedisClient } from './client.ts';
 import { keyspace } from './keys.ts';
 import { createRedisStore } from './redis-store.ts';
 
@@ -20,6 +20,7 @@ function watch(client: RedisClient, role: string, log: Logger): void {
     down = true;
   });
   client.on('close', () => {
+    if (closing.has(client)) return;
     if (!down) log.warn({ role }, 'redis connection lost; reconnecting');
     down = true;
   });
@@ -27,6 +28,24 @@ function watch(client: RedisClient, role: string, log: Logger): void {
     if (down) log.info({ role }, 'redis connection restored');
     down = false;
   });
+}
+
+/**
+ * Warns when Redis is set up so that mail acknowledged with a 250 (or an API key) could be lost:
+ * no AOF, or an eviction policy that may drop keys without a TTL (docs/scaling.md "Durability").
+ * Managed services often refuse CONFIG: then nothing is said.
+ */
+async function checkDurability(client: RedisClient, log: Logger): Promise<void> {
+  try {
+    const [, appendonly] = (await client.call('CONFIG', 'GET', 'appendonly')) as string[];
+    const [, fsync] = (await client.call('CONFIG', 'GET', 'appendfsync')) as string[];
+    const [, policy] = (await client.call('CONFIG', 'GET', 'maxmemory-policy')) as string[];
+    if (appendonly !== 'yes') log.warn('Redis runs without appendonly: acknowledged mail and API keys are lost if Redis restarts (docs/scaling.md, Durability)');
+    else if (fsync !== 'always') log.info({ appendfsync: fsync }, 'Redis fsyncs its AOF less than always: a power loss can drop up to about a second of acknowledged mail');
+    if (policy?.startsWith('allkeys-')) log.warn({ maxmemory_policy: policy }, 'Redis may evict API keys under memory pressure; use noeviction or a volatile-* policy');
+  } catch {
+    // CONFIG disabled or Redis not reachable yet: nothing to report
+  }
 }
 
 export async function openRedisBackends(config: Config, log: Logger): Promise<Backends> {
@@ -42,6 +61,7 @@ export async function openRedisBackends(config: Config, log: Logger): Promise<Ba
     log.error({ err: { message: (err as Error).message }, store: config.store.replace(/\/\/[^@/]*@/, '//***@') },
       'Redis is not reachable; starting degraded (health 503, API 500, SMTP 451) until it answers');
   }
+  await checkDurability(main, log);
   const store = createRedisStore({ client: main, keys, cluster: target.cluster });
   return {
     store,

@@ -5,7 +5,7 @@ import { randomInt } from 'node:crypto';
 import type {
   AttachmentContent, AttachmentMeta, EmailFull, EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, Store,
 } from '../store.ts';
-import { call, type RedisClient } from './client.ts';
+import { call, closing, type RedisClient } from './client.ts';
 import { addressSlot, idSlot, type Keyspace } from './keys.ts';
 import * as lua from './scripts.ts';
 
@@ -215,6 +215,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
 /** Quits politely when Redis answers, else drops the connection; never throws. */
 export async function closeClient(client: RedisClient): Promise<void> {
   if (client.status === 'end') return;
+  closing.add(client);
   try {
     if (client.status !== 'ready') throw new Error('not ready');
     await Promise.race([client.quit(), new Promise((_, reject) => setTimeout(() => reject(new Error("quit timeout")), 2000).unref())]);
