@@ -94,7 +94,12 @@ export function inboxPage(assets: Assets, address: string, ttlSeconds: number): 
   return layout(assets, { title: `${address} · ephemail`, page: 'inbox', body, data: { address, inbox: inboxPath(address) } });
 }
 
-/** Rewrites nothing: the email's own HTML is never part of this page, only the frame's address. */
+/** Whether the HTML names anything remote an image could come from (src, background, CSS url()). */
+export function hasRemoteContent(html: string): boolean {
+  return /\b(?:src|srcset|background|poster)\s*=\s*["']?\s*(?:https?:)?\/\/|url\(\s*["']?\s*(?:https?:)?\/\/|&#|\\/i.test(html);
+}
+
+/** The email's own HTML is never part of this page: only the address of its isolated frame. */
 export function emailPage(assets: Assets, e: EmailFull): string {
   const hasHtml = e.htmlBody !== null && e.htmlBody.trim() !== '';
   const first = hasHtml ? 'html' : 'text';
@@ -115,13 +120,15 @@ ${row('Mailed by', esc(e.mailedBy ?? ''))}
 ${row('To', esc(e.to))}
 ${row('Cc', esc(e.cc))}
 ${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e.receivedAt)}">${utc(e.receivedAt)}</time>`)}
-${row('Deleted', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
+${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
 </dl>
 <div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button></div>
 ${attachments}
 <div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}</div>
 ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html" class="panel"${first === 'html' ? '' : ' hidden'}>
-<div class="frame-bar"><span class="muted">Shown isolated: no scripts, no forms. Remote images are blocked so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button></div>
+<div class="frame-bar">${hasRemoteContent(e.htmlBody ?? '')
+    ? '<span class="muted">Shown isolated: no scripts, no forms. Remote images are blocked so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button>'
+    : '<span class="muted">Shown isolated: no scripts, no forms, nothing loaded from elsewhere.</span>'}</div>
 <iframe id="body-frame" title="Email body (isolated)" sandbox="allow-popups allow-popups-to-escape-sandbox" referrerpolicy="no-referrer" loading="eager" src="/web/frames/${esc(e.id)}"></iframe>
 </section>` : ''}
 <section id="panel-text" role="tabpanel" aria-labelledby="tab-text" class="panel"${first === 'text' ? '' : ' hidden'}>

@@ -10,7 +10,7 @@ import type { Core } from '../services/core.ts';
 import { getAttachment, getEmail, resolveInbox } from '../services/emails.ts';
 import { createStreamHub } from './events.ts';
 import { INLINE_IMAGE_TYPES, frameDocument } from './frame.ts';
-import { emailPage, homePage, inboxPage, inboxPath, messagePage, type Assets } from './pages.ts';
+import { emailPage, emailPath, homePage, inboxPage, inboxPath, messagePage, type Assets } from './pages.ts';
 import { WEB_LIMITS, frameHeaders, pageHeaders } from './security.ts';
 
 interface Asset {
@@ -107,6 +107,8 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     try {
       inbox = resolveInbox(core, request.params.address ?? '').address;
       const email = await getEmail(core, request.params.id ?? '');
+      // one address per email: a path naming another inbox points at the email's own
+      if (email.address !== inbox || request.params.id !== email.id) return reply.code(301).header('location', emailPath(email.address, email.id)).send();
       return html(reply, 200, emailPage(urls, email));
     } catch (err) {
       return errorPage(reply, err, inbox ? { href: inboxPath(inbox), label: `Back to ${inbox}` } : undefined);

@@ -1,0 +1,113 @@
+// The web routes without a browser (inject): statuses, headers, canonical paths, the web bucket,
+// the cid matching rule and the frame document.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { attachmentForCid, frameDocument } from '../../src/web/frame.ts';
+import { hasRemoteContent, humanSize } from '../../src/web/pages.ts';
+import { WEB_LIMITS } from '../../src/web/security.ts';
+import { startService, type TestService } from '../helpers/service.ts';
+
+let svc: TestService;
+before(async () => {
+  svc = await startService();
+});
+after(() => svc.stop());
+
+const inject = (url: string, ip = '127.0.0.1') => svc.service.app.inject({ method: 'GET', url, remoteAddress: ip });
+
+test('pages answer with HTML, their CSP and no caching; bad addresses get a page, not JSON', async () => {
+  for (const [url, status] of [['/', 200], ['/inbox/Mixed.Case@EPHEMAIL.test', 200], ['/inbox/nope', 400], ['/inbox/a@elsewhere.test', 404], ['/inbox/a@ephemail.test/not-an-id', 404]] as const) {
+    const res = await inject(url);
+    assert.equal(res.statusCode, status, url);
+    assert.match(res.headers['content-type'] as string, /^text\/html/, url);
+    assert.match(res.headers['content-security-policy'] as string, /^default-src 'none'; script-src 'self'/, url);
+    assert.equal(res.headers['cache-control'], 'no-store');
+  }
+  const mixed = await inject('/inbox/Mixed.Case@EPHEMAIL.test');
+  assert.match(mixed.body, /<h1 id="address" class="address">mixed\.case@ephemail\.test<\/h1>/);
+  const xss = await inject(`/inbox/${encodeURIComponent('"><script>x</script>@ephemail.test')}`);
+  assert.equal(xss.statusCode, 400);
+  assert.doesNotMatch(xss.body, /<script>x/);
+});
+
+test('/open takes a name or an address to its inbox', async () => {
+  const a = await inject('/open?address=Alice');
+  assert.equal(a.statusCode, 303);
+  assert.equal(a.headers.location, '/inbox/alice@ephemail.test');
+  const b = await inject(`/open?address=${encodeURIComponent(' b+tag@ephemail.test ')}`);
+  assert.equal(b.headers.location, '/inbox/b%2Btag@ephemail.test');
+  assert.equal((await inject('/open?address=')).statusCode, 400);
+});
+
+test('an email path under another inbox redirects to the email\'s own; the frame serves its body', async () => {
+  await svc.send({ to: 'owner@ephemail.test', subject: 'canon', html: '<p>hello <img src="cid:pic.png@host"></p>', attachments: [{ filename: 'pic.png', content: Buffer.from([137, 80, 78, 71]), contentType: 'image/png', cid: 'pic.png@host' }] });
+  const { data } = await (await svc.api('/api/v1/inboxes/owner@ephemail.test/emails')).json();
+  const id = data[0].id as string;
+  const r = await inject(`/inbox/someone@ephemail.test/${id.toUpperCase()}`);
+  assert.equal(r.statusCode, 301);
+  assert.equal(r.headers.location, `/inbox/owner@ephemail.test/${id}`);
+  const page = await inject(`/inbox/owner@ephemail.test/${id}`);
+  assert.equal(page.statusCode, 200);
+  assert.doesNotMatch(page.body, /load-images/, 'no remote-images button when nothing is remote');
+  const frame = await inject(`/web/frames/${id}`);
+  assert.equal(frame.statusCode, 200);
+  assert.match(frame.body, /<img src="\/web\/frames\/[0-9a-f-]+\/cid\/[^"]+"/);
+  const src = /<img src="([^"]+)"/.exec(frame.body)![1];
+  const img = await inject(src);
+  assert.equal(img.statusCode, 200);
+  assert.equal(img.headers['content-type'], 'image/png');
+  assert.equal(img.headers['x-content-type-options'], 'nosniff');
+  assert.equal((await inject('/web/frames/01a20000-0000-7000-8000-000000000000')).statusCode, 404);
+});
+
+test('assets are content-addressed and cached for a year; unknown ones 404', async () => {
+  const home = await inject('/');
+  const js = /<script src="([^"]+)"/.exec(home.body)![1];
+  const css = /<link rel="stylesheet" href="([^"]+)"/.exec(home.body)![1];
+  for (const url of [js, css]) {
+    const res = await inject(url);
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.headers['cache-control'], 'public, max-age=31536000, immutable');
+    assert.ok(res.rawPayload.length < 60 * 1024, `${url} is small (${res.rawPayload.length} bytes)`);
+  }
+  assert.equal((await inject('/web/assets/app.js')).statusCode, 404);
+});
+
+test(`web routes count in their own per-IP bucket (${WEB_LIMITS.perMinute}/min), apart from the API quota`, async () => {
+  const ip = '203.0.113.9';
+  for (let i = 0; i < WEB_LIMITS.perMinute; i++) assert.equal((await inject('/', ip)).statusCode, 200);
+  const over = await inject('/', ip);
+  assert.equal(over.statusCode, 429);
+  assert.match(over.headers['content-type'] as string, /^text\/html/);
+  assert.ok(Number(over.headers['retry-after']) >= 1);
+  // the API quota of that IP is untouched
+  const api = await svc.service.app.inject({ method: 'GET', url: '/api/v1/domains', remoteAddress: ip });
+  assert.equal(api.statusCode, 200);
+  assert.equal(api.headers['ratelimit-remaining'], String(svc.service.core.config.anon.perMinute - 1));
+  // another IP is unaffected
+  assert.equal((await inject('/', '203.0.113.10')).statusCode, 200);
+});
+
+test('cid references match attachments by file name; SVG never counts as an inline image', () => {
+  const atts = [
+    { id: '1', filename: 'logo.png', contentType: 'image/png', sizeBytes: 1 },
+    { id: '2', filename: 'Photo.JPG', contentType: 'image/jpeg', sizeBytes: 1 },
+    { id: '3', filename: 'vector.svg', contentType: 'image/svg+xml', sizeBytes: 1 },
+  ];
+  assert.equal(attachmentForCid('logo.png', atts)?.id, '1');
+  assert.equal(attachmentForCid('photo.jpg@01D9.ABC', atts)?.id, '2');
+  assert.equal(attachmentForCid('<logo.png>', atts)?.id, '1');
+  assert.equal(attachmentForCid('vector.svg', atts), undefined);
+  assert.equal(attachmentForCid('unknown@x', atts), undefined);
+  const doc = frameDocument({ id: 'e', htmlBody: '<img src="cid:nothing"><img src="cid:logo.png">', attachments: atts } as any);
+  assert.match(doc, /<img src="about:blank"><img src="\/web\/frames\/e\/cid\/1">/);
+  assert.match(doc, /<base target="_blank">/);
+});
+
+test('remote-content detection and sizes', () => {
+  assert.equal(hasRemoteContent('<img src="https://t.example/p.gif">'), true);
+  assert.equal(hasRemoteContent('<div style="background:url( //t.example/x)">'), true);
+  assert.equal(hasRemoteContent('<table background="http://t.example/b">'), true);
+  assert.equal(hasRemoteContent('<p>hi <img src="cid:a"> <a href="https://x.example">x</a></p>'), false);
+  assert.deepEqual([0, 1023, 1024, 1536, 5 * 1024 * 1024].map(humanSize), ['0 B', '1023 B', '1.0 KB', '1.5 KB', '5.0 MB']);
+});
