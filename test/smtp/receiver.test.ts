@@ -151,6 +151,25 @@ describe('dialogue', () => {
   });
 });
 
+describe('addresses and counts', () => {
+  test('a UTF-8 local part (SMTPUTF8) is served under its NFC lowercase form', async () => {
+    const r = await sendRaw(svc.smtpPort, { from: 'a@b.example', to: ['Jörg@ephemail.test'], body: message({ From: 'a@b.example', Subject: 'u' }, 'x'), mailParams: 'SMTPUTF8' });
+    assert.equal(r.data?.code, 250);
+    for (const form of ['jörg@ephemail.test', 'JÖRG@ephemail.test', 'jo\u0308rg@ephemail.test']) {
+      const list = await listAll(svc.api, form);
+      assert.equal(list.length, 1, form);
+      assert.equal(list[0].address, 'jörg@ephemail.test');
+    }
+  });
+
+  test('at most 100 attachments are stored per email; the email is kept', async () => {
+    await svc.send({ to: 'many-att@ephemail.test', subject: 'many', text: 'x', attachments: Array.from({ length: 105 }, (_, i) => ({ filename: `f${i}.txt`, content: `c${i}` })) });
+    const e = await only('many-att@ephemail.test');
+    assert.equal(e.attachments.length, 100);
+    assert.deepEqual(e.attachments.map((a: any) => a.filename), Array.from({ length: 100 }, (_, i) => `f${i}.txt`));
+  });
+});
+
 describe('attachments at the 5 MB boundary', () => {
   test('5,242,880 bytes kept, 5,242,881 dropped, the rest of the email kept', async () => {
     const exact = Buffer.alloc(5_242_880, 0x61);
