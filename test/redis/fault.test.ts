@@ -14,6 +14,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, concurrency: 1 }, () => {
   let redis: RedisProcess;
   let node: Node;
+  let other: Node;
   const to = `fault-${randomUUID().slice(0, 8)}@ephemail.test`;
   const acked = new Set<string>();
   const refused: { subject: string; code: number | undefined }[] = [];
@@ -23,7 +24,8 @@ describe('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, conc
 
   before(async () => {
     redis = await startRedis({ appendfsync: 'always' });
-    node = await startNode('F', { EPHEMAIL_STORE: redis.url, EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000' });
+    const env = { EPHEMAIL_STORE: redis.url, EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000' };
+    [node, other] = await Promise.all([startNode('F', env), startNode('G', env)]);
     // traffic: two SMTP senders and one API reader, until told to stop (bounded)
     const sender = async (n: number) => {
       for (let i = 0; running && i < 5000; i++) {
@@ -51,9 +53,9 @@ describe('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, conc
   after(async () => {
     running = false;
     await traffic;
-    const code = await node?.stop();
+    const codes = await Promise.all([node?.stop(), other?.stop()]);
     await redis?.stop();
-    assert.equal(code, 0, 'the node exits cleanly');
+    assert.deepEqual(codes, [0, 0], 'the nodes exit cleanly');
   });
 
   it('serves, then reports the outage with the documented codes, then recovers by itself', async () => {
@@ -111,6 +113,21 @@ describe('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, conc
     assert.deepEqual(missing, [], `every 250-acknowledged email survived (${acked.size} acknowledged)`);
     assert.ok(apiStatuses.every((s) => s === 200 || s === 500), `API answered 200 or 500 only: ${[...new Set(apiStatuses)]}`);
     assert.ok(node.logs.some((l) => l.msg === 'redis connection restored'), 'the node logged its recovery');
+
+    // the other node's bus subscription came back too: a wait held on G wakes on mail through F
+    const keyRes = await node.api('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(keyRes.status, 201);
+    const apiKey = ((await keyRes.json()) as { data: { api_key: string } }).data.api_key;
+    const box = `after-${randomUUID().slice(0, 8)}@ephemail.test`;
+    const held = other.api(`/api/v1/inboxes/${encodeURIComponent(box)}/emails?wait=10`, { headers: { 'x-api-key': apiKey } }).then(async (r) => ({ status: r.status, body: (await r.json()) as { data: { subject: string }[] }, at: performance.now() }));
+    await sleep(300);
+    await node.send(box, 'wake after outage');
+    const sentAt = performance.now();
+    const woke = await held;
+    assert.equal(woke.status, 200);
+    assert.deepEqual(woke.body.data.map((e) => e.subject), ['wake after outage']);
+    assert.ok(woke.at - sentAt < 1000, `woken by the bus (${Math.round(woke.at - sentAt)} ms), not by the deadline`);
+    assert.ok(other.alive());
   });
 });
 
