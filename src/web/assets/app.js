@@ -47,7 +47,7 @@
   }
 
   function countdown(ms) {
-    const s = Math.max(0, Math.round((ms - now()) / 1000));
+    const s = Math.max(0, Math.floor((ms - now()) / 1000));
     const h = Math.floor(s / 3600);
     const m = Math.floor((s % 3600) / 60);
     const sec = String(s % 60).padStart(2, '0');
