@@ -98,34 +98,97 @@ export function sanitizeEmailHtml(html: string): string {
   return out;
 }
 
-/** Hidden-element selectors dropped by htmlToText (display:none, visibility:hidden, hidden, aria-hidden). */
-const HIDDEN_STYLE_RE = /(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*hidden|mso-hide\s*:\s*all|max-height\s*:\s*0(?:px)?\b|font-size\s*:\s*0(?:px)?\b|opacity\s*:\s*0(?:\.0+)?\b)/i;
+/**
+ * Inline styles that hide an element from a reader: display:none, visibility:hidden, mso-hide:all,
+ * zero (or 1px) font size, zero max-height/height with overflow hidden, zero opacity, transparent text.
+ */
+const HIDDEN_STYLE_RE = /(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)|mso-hide\s*:\s*all|(?:max-)?height\s*:\s*0(?:px|em|rem|%)?\s*(?:!important\s*)?(?:;|$)(?=.*overflow\s*:\s*hidden)|font-size\s*:\s*[01](?:\.0+)?(?:px|pt|em|rem|%)?\s*(?:!important\s*)?(?:;|$)|opacity\s*:\s*0?(?:\.0+)?\s*(?:!important\s*)?(?:;|$)|color\s*:\s*transparent|clip\s*:\s*rect\(\s*0)/i;
 
-/** Removes elements a reader would not see, before text conversion. */
+/** Elements whose content is never text a reader sees. */
+const NON_TEXT = new Set(['script', 'style', 'noscript', 'template', 'head', 'title', 'textarea', 'option', 'select', 'iframe', 'object', 'embed', 'svg', 'math', 'xmp', 'noembed', 'noframes', 'button', 'input', 'meta', 'link', 'base']);
+
+/**
+ * Class names that a top-level `<style>` rule hides (`.preheader { display: none }`). Only plain
+ * class selectors outside @-blocks count: a rule inside `@media` hides content only on some screens.
+ */
+export function hiddenClasses(html: string): Set<string> {
+  const out = new Set<string>();
+  for (const m of html.matchAll(/<style\b[^>]*>([\s\S]*?)<\/style\s*>/gi)) {
+    const css = m[1].replace(/\/\*[\s\S]*?\*\//g, '');
+    let depth = 0;
+    let start = 0;
+    let atBlock = 0; // depth at which an @-block opened, 0 when none
+    let selector = '';
+    for (let i = 0; i < css.length; i++) {
+      const c = css[i];
+      if (c === '{') {
+        const head = css.slice(start, i).trim();
+        depth++;
+        if (head.startsWith('@')) {
+          if (atBlock === 0) atBlock = depth;
+        } else if (atBlock === 0 && depth === 1) {
+          selector = head;
+        }
+        start = i + 1;
+      } else if (c === '}') {
+        if (depth === 1 && atBlock === 0 && selector) {
+          const body = css.slice(start, i);
+          if (HIDDEN_STYLE_RE.test(body.trim().replace(/^/, ';'))) {
+            for (const sel of selector.split(',')) {
+              const cls = /^\s*(?:[a-z][a-z0-9]*)?\.([\w-]+)\s*$/i.exec(sel);
+              if (cls) out.add(cls[1].toLowerCase());
+            }
+          }
+        }
+        if (depth === atBlock) atBlock = 0;
+        depth = Math.max(0, depth - 1);
+        selector = '';
+        start = i + 1;
+      }
+    }
+  }
+  return out;
+}
+
+/** Removes elements a reader would not see (and everything inside them), before text conversion. */
 function dropHidden(html: string): string {
-  return sanitizeHtml(html, {
+  const classes = hiddenClasses(html);
+  const options: sanitizeHtml.IOptions & { allowedEmptyAttributes: string[] } = {
     allowedTags: false,
     allowedAttributes: false,
+    // boolean attributes (`hidden`) have empty values, which sanitize-html drops unless listed
+    allowedEmptyAttributes: ['hidden', 'alt', 'aria-hidden'],
     allowVulnerableTags: true,
-    nonTextTags: ['script', 'style', 'noscript', 'template', 'head', 'title', 'textarea', 'option', 'iframe', 'object', 'svg', 'math'],
     exclusiveFilter: (frame) => {
+      if (NON_TEXT.has(frame.tag)) return true;
       const a = frame.attribs ?? {};
-      return 'hidden' in a || a['aria-hidden'] === 'true' || HIDDEN_STYLE_RE.test(a.style ?? '') || (frame.tag === 'input' && a.type === 'hidden');
+      if ('hidden' in a || String(a['aria-hidden']).toLowerCase() === 'true') return true;
+      if (HIDDEN_STYLE_RE.test(`;${a.style ?? ''}`)) return true;
+      if (classes.size > 0 && a.class) return a.class.toLowerCase().split(/\s+/).some((c) => classes.has(c));
+      return false;
     },
-  });
+  };
+  return sanitizeHtml(html.replace(/\u0000/g, ''), options);
 }
 
 /**
- * HTML → plain text for agents: links as `label (url)`, scripts, styles, comments and hidden
- * elements dropped, images reduced to their alt text.
+ * HTML → plain text for agents: links as `label (url)`, images as their alt text, table cells
+ * separated by spaces; scripts, styles, comments and hidden elements (inline styles, `hidden`,
+ * `aria-hidden`, classes hidden by a top-level `<style>` rule) dropped.
  */
 export function htmlToText(html: string): string {
   const text = convert(dropHidden(html), {
     wordwrap: false,
     limits: { maxInputLength: 2_000_000, maxDepth: 200 },
+    formatters: {
+      altText: (elem, _walk, builder) => {
+        const alt = String(elem.attribs?.alt ?? '').trim();
+        if (alt) builder.addInline(alt);
+      },
+    },
     selectors: [
-      { selector: 'a', options: { linkBrackets: ['(', ')'], hideLinkHrefIfSameAsText: true, ignoreHref: false } },
-      { selector: 'img', format: 'skip' },
+      { selector: 'a', options: { linkBrackets: ['(', ')'], hideLinkHrefIfSameAsText: true, ignoreHref: false, noAnchorUrl: true } },
+      { selector: 'img', format: 'altText' },
       { selector: 'h1', options: { uppercase: false } },
       { selector: 'h2', options: { uppercase: false } },
       { selector: 'h3', options: { uppercase: false } },
@@ -134,10 +197,14 @@ export function htmlToText(html: string): string {
       { selector: 'h6', options: { uppercase: false } },
       { selector: 'table', format: 'block' },
       { selector: 'tr', format: 'block' },
-      { selector: 'td', format: 'inline' },
-      { selector: 'th', format: 'inline' },
-      { selector: 'th', options: { uppercaseHeaderCells: false } },
+      { selector: 'td', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
+      { selector: 'th', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
     ],
   });
-  return text.replace(/[ \t]+\n/g, '\n').replace(/\n{3,}/g, '\n\n').trim();
+  return text
+    .replace(/\u00a0/g, ' ')
+    .replace(/[ \t]{2,}/g, ' ')
+    .replace(/^[ \t]+|[ \t]+$/gm, '')
+    .replace(/\n{3,}/g, '\n\n')
+    .trim();
 }
