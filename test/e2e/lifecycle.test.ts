@@ -52,6 +52,35 @@ describe('expiry', () => {
   });
 });
 
+describe('stop() with an SMTP transaction in flight', () => {
+  test('the transaction in flight finishes with 250 and its mail is there after restart; new connections are refused', async () => {
+    const dir = tempDir();
+    const env = { EPHEMAIL_STORE: `sqlite:${join(dir, 'inflight.db')}` };
+    const a = await startService(env);
+    const { client } = await SmtpClient.open(a.smtpPort);
+    await client.cmd('EHLO inflight.example');
+    await client.cmd('MAIL FROM:<i@inflight.example>');
+    await client.cmd('RCPT TO:<inflight@ephemail.test>');
+    assert.equal((await client.cmd('DATA')).code, 354);
+    client.write('From: i@inflight.example\r\nSubject: in flight\r\n\r\nfirst half ');
+    const stopping = a.stop();
+    await sleep(200);
+    await assert.rejects(SmtpClient.open(a.smtpPort), 'no new SMTP connections while stopping');
+    client.write('second half\r\n.\r\n');
+    const r = await client.read();
+    assert.equal(r.code, 250, r.text);
+    await client.quit();
+    await stopping;
+    const b = await startService(env);
+    try {
+      const list = await listAll(b.api, 'inflight@ephemail.test');
+      assert.deepEqual(list.map((e) => e.subject), ['in flight']);
+    } finally {
+      await b.stop();
+    }
+  });
+});
+
 describe('restart', () => {
   test('mail and keys survive a restart; ids keep increasing', async () => {
     const dir = tempDir();
@@ -81,8 +110,8 @@ describe('restart', () => {
 });
 
 /** Runs `ephemail serve` as a child process; resolves with its bound addresses from the start-up log line. */
-async function spawnServe(env: Record<string, string>): Promise<{ child: ChildProcess; http: string; smtpPort: number; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [BIN, 'serve'], {
+async function spawnServe(env: Record<string, string>, args = ['serve']): Promise<{ child: ChildProcess; http: string; smtpPort: number; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [BIN, ...args], {
     env: { ...process.env, EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -96,6 +125,10 @@ async function spawnServe(env: Record<string, string>): Promise<{ child: ChildPr
         if (!line.includes('ephemail started')) continue;
         const j = JSON.parse(line);
         clearTimeout(t);
+        // the start-up line names the bound addresses, the store and the domains (DECISIONS.md)
+        assert.ok(!/:0$/.test(j.http) && !/:0$/.test(j.smtp), `actual ports: ${line}`);
+        assert.equal(j.store, env.EPHEMAIL_STORE);
+        assert.deepEqual(j.domains, ['ephemail.test']);
         resolve({ http: j.http, smtp: j.smtp });
         return;
       }
@@ -173,6 +206,14 @@ describe('the process', () => {
     assert.equal(body.meta.waited, true);
     assert.equal(await p.exited, 0);
     assert.ok(Date.now() - t0 < 10_000, `stopped in ${Date.now() - t0} ms`);
+  });
+
+  test('no subcommand means serve', { timeout: 60_000 }, async () => {
+    const dir = tempDir();
+    const p = await spawnServe({ EPHEMAIL_STORE: `sqlite:${join(dir, 'default.db')}` }, []);
+    assert.equal((await fetch(`${p.http}/api/v1/health`)).status, 200);
+    p.child.kill('SIGINT');
+    assert.equal(await p.exited, 0, 'SIGINT exits 0 too');
   });
 
   test('a bad configuration value stops start-up with a message naming the variable', async () => {
