@@ -51,8 +51,11 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
   const hub = createStreamHub({ lifetimeMs: options.streamLifetimeMs });
   app.addHook('preClose', async () => hub.closeAll());
 
-  const html = (reply: FastifyReply, status: number, body: string) =>
-    pageHeaders(reply).code(status).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
+  // Inboxes are public to anyone with the address, never to search engines: every page but `/` is noindex.
+  const html = (reply: FastifyReply, status: number, body: string) => {
+    if (reply.request.url !== '/') reply.header('x-robots-tag', 'noindex, nofollow, noarchive');
+    return pageHeaders(reply).code(status).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
+  };
 
   /** Counts a web request in the IP's web bucket; answers 429 itself and returns false when over. */
   const admit = async (request: FastifyRequest, reply: FastifyReply, kind: 'page' | 'other'): Promise<boolean> => {
@@ -123,6 +126,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
       if (!(err instanceof AppError)) throw err;
       return reply.code(err.status).type('text/plain; charset=utf-8').send(err.message);
     }
+    if (request.method === 'HEAD') return reply.type('text/event-stream').header('cache-control', 'no-store').send();
     if (!(await admit(request, reply, 'other'))) return reply;
     if (!hub.open(core, request, reply, address, ipBucket(request.ip))) {
       return reply.code(429).header('retry-after', '10').type('text/plain; charset=utf-8').send('Too many open inbox pages from your network');

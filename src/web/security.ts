@@ -50,6 +50,7 @@ export function frameHeaders(reply: FastifyReply, remoteImages: boolean): Fastif
     .header('x-content-type-options', 'nosniff')
     .header('referrer-policy', 'no-referrer')
     .header('x-dns-prefetch-control', 'off')
+    .header('x-robots-tag', 'noindex, nofollow, noarchive')
     .header('cross-origin-resource-policy', 'same-origin')
     .header('cache-control', 'private, no-store');
 }

@@ -23,6 +23,10 @@ test('pages answer with HTML, their CSP and no caching; bad addresses get a page
     assert.match(res.headers['content-security-policy'] as string, /^default-src 'none'; script-src 'self'/, url);
     assert.equal(res.headers['cache-control'], 'no-store');
   }
+  assert.equal((await inject('/')).headers['x-robots-tag'], undefined);
+  assert.equal((await inject('/inbox/a@ephemail.test')).headers['x-robots-tag'], 'noindex, nofollow, noarchive');
+  const head = await svc.service.app.inject({ method: 'HEAD', url: '/web/events/a@ephemail.test' });
+  assert.equal(head.statusCode, 200, 'HEAD on a stream answers at once');
   const mixed = await inject('/inbox/Mixed.Case@EPHEMAIL.test');
   assert.match(mixed.body, /<h1 id="address" class="address">mixed\.case@ephemail\.test<\/h1>/);
   const xss = await inject(`/inbox/${encodeURIComponent('"><script>x</script>@ephemail.test')}`);
