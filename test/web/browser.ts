@@ -1,6 +1,6 @@
 // Browser-test helpers: Debian's Chromium driven by playwright-core, a local HTTP server that records
 // every request it gets (the "remote" side of hostile mail), and screenshots into test-output/.
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -9,6 +9,10 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 export const CHROMIUM_PATH = process.env.EPHEMAIL_CHROMIUM ?? '/usr/bin/chromium';
 
 export function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM_PATH)) {
+    // loud, not skipped: the browser tests are part of the bar (README "Quick start", .ci/run)
+    throw new Error(`No Chromium at ${CHROMIUM_PATH}: install it with "apt-get install -y chromium" (or set EPHEMAIL_CHROMIUM)`);
+  }
   return chromium.launch({
     executablePath: CHROMIUM_PATH,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
