@@ -176,6 +176,22 @@ describe('daily quota', () => {
   });
 });
 
+describe('daily quota used up and the minute window too', () => {
+  test('stays quota_exceeded (waiting does not help), never flips to rate_limited', async () => {
+    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_DAY: '3', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5' });
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await svc.api('/api/v1/domains')).status, 200);
+      for (let i = 0; i < 6; i++) {
+        const res = await svc.api('/api/v1/domains');
+        await expectError(res, 429, 'quota_exceeded', baseOf(svc));
+        assert.ok(Number(res.headers.get('retry-after')) > 60 || new Date().getUTCHours() === 23, 'retry-after points at 00:00 UTC, not the minute window');
+      }
+    } finally {
+      await svc.stop();
+    }
+  });
+});
+
 describe('exactly the limit under concurrency', () => {
   let svc: TestService;
   before(async () => (svc = await startService()));

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Limits } from '../../config.ts';
 import { AppError } from '../../domain/errors.ts';
 import { ipBucket } from '../../domain/limits.ts';
-import type { LimitResult } from '../../limiter/limiter.ts';
+import { DAY_MS, type LimitResult } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
 import { authenticate } from '../../services/keys.ts';
 import type { KeyRecord } from '../../store/store.ts';
@@ -82,10 +82,17 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
     request.caller = caller;
     setLimitHeaders(reply, result);
     if (!result.allowed) {
-      const msg = result.reason === 'quota_exceeded'
+      // A used-up day outranks the minute window: "waiting does not help" must not turn into "retry in 50 s".
+      let reason = result.reason ?? 'rate_limited';
+      let retryAfter = result.retryAfterSeconds;
+      if (reason === 'rate_limited' && result.usedDay >= caller.limits.perDay) {
+        reason = 'quota_exceeded';
+        retryAfter = Math.max(1, Math.ceil((DAY_MS - (now % DAY_MS)) / 1000));
+      }
+      const msg = reason === 'quota_exceeded'
         ? `Daily quota of ${caller.limits.perDay} requests used up; it resets at 00:00 UTC${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has a larger quota' : ''}`
-        : `More than ${caller.limits.perMinute} requests this minute; retry in ${result.retryAfterSeconds} s${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has higher limits' : ''}`;
-      throw new AppError(result.reason ?? 'rate_limited', msg, { retryAfter: result.retryAfterSeconds });
+        : `More than ${caller.limits.perMinute} requests this minute; retry in ${retryAfter} s${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has higher limits' : ''}`;
+      throw new AppError(reason, msg, { retryAfter });
     }
   });
 }
