@@ -317,5 +317,9 @@ describe('emails', () => {
     const pre = await svc.api('/api/v1/keys', { method: 'OPTIONS', headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-api-key' } });
     assert.ok(pre.status === 204 || pre.status === 200);
     assert.equal(pre.headers.get('access-control-allow-origin'), '*');
+    assert.match(pre.headers.get('access-control-allow-headers') ?? '', /x-api-key/i);
+    assert.match(pre.headers.get('access-control-allow-headers') ?? '', /authorization/i);
+    const exposed = (res.headers.get('access-control-expose-headers') ?? '').toLowerCase();
+    for (const h of ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after']) assert.ok(exposed.includes(h), `${h} exposed to browsers`);
   });
 });

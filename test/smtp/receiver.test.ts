@@ -127,6 +127,18 @@ describe('dialogue', () => {
     assert.equal(summary.mailed_by, null);
   });
 
+  test('text-only → html_body null; alternative → both bodies, attachments not in the body', async () => {
+    await svc.send({ to: 'textonly@ephemail.test', subject: 't', text: 'only text' });
+    const t = await only('textonly@ephemail.test');
+    assert.equal(t.text_body.trim(), 'only text');
+    assert.equal(t.html_body, null);
+    await svc.send({ to: 'both@ephemail.test', subject: 'b', text: 'the text', html: '<b>the html</b>', attachments: [{ filename: 'x.txt', content: 'ATTACHED-ONLY' }] });
+    const b = await only('both@ephemail.test');
+    assert.equal(b.text_body.trim(), 'the text');
+    assert.equal(b.html_body.trim(), '<b>the html</b>');
+    assert.doesNotMatch(`${b.text_body}${b.html_body}`, /ATTACHED-ONLY/);
+  });
+
   test('missing From and Subject → "" (not null)', async () => {
     await sendRaw(svc.smtpPort, { from: 'a@example.org', to: ['bare@ephemail.test'], body: 'X-Nothing: here\r\n\r\njust text' });
     const e = await only('bare@ephemail.test');
