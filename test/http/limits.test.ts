@@ -66,6 +66,7 @@ describe('authentication', () => {
     const endpoints: [string, string][] = [
       ['GET', '/api/v1/me'], ['GET', '/api/v1/domains'], ['POST', '/api/v1/inboxes'], ['GET', '/api/v1/inboxes/a%40ephemail.test/emails'],
       ['DELETE', '/api/v1/inboxes/a%40ephemail.test/emails'], ['GET', '/api/v1/emails/019a0000-0000-7000-8000-000000000000'], ['POST', '/api/v1/keys'],
+      ['GET', '/api/v1'], ['GET', '/api/v1/health'], ['GET', '/api/v1/openapi.json'],
     ];
     for (const k of bad) {
       for (const [method, path] of endpoints) {
