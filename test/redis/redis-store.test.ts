@@ -94,6 +94,17 @@ describe('Redis away: commands fail fast as StoreUnavailableError, then recover'
       await whenReady(client, 10_000);
       await store.ping();
       assert.equal((await store.addEmails([newEmail(inbox())])).length, 1);
+
+      // a Redis that hangs rather than disconnects: health's ping gives up after 2 s
+      const pauser = connect(parseRedisUrl(redis.url));
+      await whenReady(pauser, 10_000);
+      await pauser.call('CLIENT', 'PAUSE', '4000', 'ALL');
+      const t = Date.now();
+      await assert.rejects(store.ping(), StoreUnavailableError);
+      assert.ok(Date.now() - t < 3000, 'ping is bounded');
+      pauser.disconnect();
+      await new Promise((r) => setTimeout(r, 2500));
+      await store.ping();
     } finally {
       client.disconnect();
       await redis.stop();

@@ -2,6 +2,7 @@
 // attachments expire by Redis itself (PEXPIREAT at expiresAt); reads also filter on `now`, so a list
 // never shows expired mail. Ids are assigned inside the write script from the server's TIME.
 import { randomInt } from 'node:crypto';
+import { StoreUnavailableError } from '../../domain/errors.ts';
 import type {
   AttachmentContent, AttachmentMeta, EmailFull, EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, Store,
 } from '../store.ts';
@@ -12,6 +13,7 @@ import * as lua from './scripts.ts';
 const CHUNK = 256 * 1024;
 const SWEEP_BATCH = 500;
 const SWEEP_PARALLEL = 16;
+const PING_TIMEOUT_MS = 2000;
 
 type Arg = string | number | Buffer;
 type Run = (keys: string[], args: Arg[]) => Promise<unknown>;
@@ -204,7 +206,19 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       }),
     revokeKeys: (prefix, now) =>
       call(async () => readKeys((await run.revoke([k.keyList], [k.keysBase, prefix, now])) as string[])),
-    ping: () => call(async () => void (await client.ping())),
+    /** Bounded at 2 s: a Redis that hangs (paused, overloaded) reads as down to the health check. */
+    ping: () =>
+      call(async () => {
+        let timer: NodeJS.Timeout | undefined;
+        const slow = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new StoreUnavailableError('Redis did not answer PING within 2 s')), PING_TIMEOUT_MS);
+        });
+        try {
+          await Promise.race([client.ping(), slow]);
+        } finally {
+          clearTimeout(timer);
+        }
+      }),
     async close() {
       if (options.ownsClient === false) return;
       await closeClient(client);
