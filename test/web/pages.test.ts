@@ -69,6 +69,9 @@ let emailId = '';
 
 test('mail sent over SMTP appears within two seconds, without a reload, newest first', async () => {
   await page.evaluate(() => ((window as any).__noReload = true));
+  const apiCalls: string[] = [];
+  const onRequest = (r: import('playwright-core').Request) => r.url().includes('/api/') && apiCalls.push(r.url());
+  page.on('request', onRequest);
   await svc.send({ to: address, from: 'Alice Example <alice@example.org>', subject: 'First message', text: 'one' });
   const t0 = Date.now();
   await page.locator('#emails li', { hasText: 'First message' }).waitFor({ timeout: 2000 });
@@ -88,6 +91,8 @@ test('mail sent over SMTP appears within two seconds, without a reload, newest f
   await page.locator('#emails li', { hasText: 'Your invoice' }).waitFor({ timeout: 2000 });
   assert.ok(Date.now() - t1 < 2000 && elapsed < 2000);
   assert.equal(await page.evaluate(() => (window as any).__noReload), true, 'the page was not reloaded');
+  page.off('request', onRequest);
+  assert.deepEqual(apiCalls, [], 'new mail arrives over the event stream: no API polling, no quota spent');
   const rows = await page.locator('#emails li .subject').allInnerTexts();
   assert.deepEqual(rows.map((r) => r.replace(/ · attachment$/, '')), ['Your invoice', 'First message']);
   const first = page.locator('#emails li').first();
