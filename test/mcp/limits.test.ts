@@ -1,0 +1,120 @@
+// Tool-endpoint rate limits (DECISIONS.md "Tool endpoint limits"): a signed Mcp-Session-Id is its own
+// anonymous bucket; initialize and requests without a valid id (invented, forged, tampered) pay from
+// the IP's bucket; over the limit, tools/call is an isError result and other methods a 429.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { createSessionIds } from '../../src/mcp/session.ts';
+import { startService, type TestService } from '../helpers/service.ts';
+import { INIT_PARAMS, rpc } from './helpers.ts';
+
+// mid-minute, mid-day: no window rolls over during the test
+const T = Date.UTC(2026, 5, 15, 12, 0, 20);
+const fixedClock = { now: () => T };
+
+const init = async (svc: TestService) => {
+  const res = await rpc(svc, { jsonrpc: '2.0', id: 1, method: 'initialize', params: INIT_PARAMS() });
+  return { res, id: res.headers.get('mcp-session-id') };
+};
+const list = (svc: TestService, session?: string) => rpc(svc, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, session === undefined ? {} : { 'mcp-session-id': session });
+
+describe('session ids (unit)', () => {
+  test('issued ids verify with the same secret only; tampered and malformed ids do not', () => {
+    const a = createSessionIds('secret-one');
+    const b = createSessionIds('secret-one');
+    const c = createSessionIds('secret-two');
+    const id = a.issue();
+    assert.match(id, /^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{22}$/);
+    assert.equal(a.bucketOf(id), `mcp:${id.split('.')[0]}`);
+    assert.equal(b.bucketOf(id), a.bucketOf(id), 'another node with the same EPHEMAIL_SESSION_SECRET accepts it');
+    assert.equal(c.bucketOf(id), null);
+    const [nonce, sig] = id.split('.');
+    const flip = (s: string) => (s[0] === 'A' ? 'B' : 'A') + s.slice(1);
+    assert.equal(a.bucketOf(`${flip(nonce)}.${sig}`), null, 'new nonce, old signature');
+    assert.equal(a.bucketOf(`${nonce}.${flip(sig)}`), null, 'tampered signature');
+    for (const bad of [undefined, '', 'abc', crypto.randomUUID(), `${nonce}.${sig}.x`, `${nonce}${sig}`]) assert.equal(a.bucketOf(bad), null, String(bad));
+    const random = createSessionIds(null);
+    assert.equal(random.bucketOf(random.issue())?.startsWith('mcp:'), true);
+    assert.equal(createSessionIds(null).bucketOf(random.issue()), null, 'a random per-process secret is not shared');
+  });
+});
+
+describe('tool endpoint limits', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '4', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000' }, { clock: fixedClock });
+  });
+  after(() => svc.stop());
+
+  test('each session has its own bucket; invented ids and initialize pay from the IP bucket', async () => {
+    const s1 = await init(svc); // IP: 1 of 4
+    const s2 = await init(svc); // IP: 2 of 4
+    assert.equal(s1.res.headers.get('ratelimit-limit'), '4');
+    assert.equal(s2.res.headers.get('ratelimit-remaining'), '2');
+
+    // session 1: four requests of its own, then 429 for a method, isError for tools/call
+    for (let i = 0; i < 4; i++) {
+      const res = await list(svc, s1.id!);
+      assert.equal(res.status, 200, `session request ${i + 1}`);
+      assert.equal(res.headers.get('ratelimit-remaining'), String(3 - i));
+    }
+    const over = await list(svc, s1.id!);
+    assert.equal(over.status, 429);
+    assert.ok(Number(over.headers.get('retry-after')) >= 1);
+    const body = await over.json();
+    assert.equal(body.id, 9);
+    assert.equal(body.error.code, -32000);
+    assert.equal(body.error.data.type, 'rate_limited');
+    assert.match(body.error.message, /More than 4 calls this minute for this Mcp-Session-Id/);
+
+    const call = await rpc(svc, { jsonrpc: '2.0', id: 10, method: 'tools/call', params: { name: 'create_inbox', arguments: {} } }, { 'mcp-session-id': s1.id! });
+    assert.equal(call.status, 200);
+    const result = (await call.json()).result;
+    assert.equal(result.isError, true);
+    assert.equal(result.structuredContent, undefined);
+    assert.match(result.content[0].text, /^Error \(rate_limited\): More than 4 calls this minute for this Mcp-Session-Id\. Retry after \d+ s\./);
+
+    // session 2 is untouched by session 1
+    assert.equal((await list(svc, s2.id!)).status, 200);
+
+    // invented, forged and missing ids all share the IP's bucket: 2 left
+    const [nonce] = s1.id!.split('.');
+    const forged = `${nonce.slice(0, 21)}${nonce[21] === 'A' ? 'B' : 'A'}.${s1.id!.split('.')[1]}`;
+    assert.equal((await list(svc, crypto.randomUUID())).status, 200);
+    assert.equal((await list(svc, forged)).status, 200);
+    const ipOver = await list(svc, 'made-up-session');
+    assert.equal(ipOver.status, 429);
+    assert.match((await ipOver.json()).error.message, /this IP/);
+    assert.equal((await list(svc)).status, 429, 'no session id: the same IP bucket');
+
+    // initialize counts against the IP, so it is refused too
+    const again = await init(svc);
+    assert.equal(again.res.status, 429);
+    assert.equal(again.id, null, 'no session id on a refused initialize');
+
+    // a rate-limited tools/call without a session says how to get a bucket of one's own
+    const anon = await (await rpc(svc, { jsonrpc: '2.0', id: 11, method: 'tools/call', params: { name: 'check_inbox', arguments: { address: 'a@ephemail.test' } } })).json();
+    assert.equal(anon.result.isError, true);
+    assert.match(anon.result.content[0].text, /send the Mcp-Session-Id from initialize/);
+
+    // notifications are not counted and not refused
+    assert.equal((await rpc(svc, { jsonrpc: '2.0', method: 'notifications/initialized' }, { 'mcp-session-id': s1.id! })).status, 202);
+  });
+});
+
+describe('tool endpoint daily quota', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100', EPHEMAIL_LIMIT_ANON_PER_DAY: '2' }, { clock: fixedClock });
+  });
+  after(() => svc.stop());
+
+  test('a session over its daily quota gets quota_exceeded with the reset time', async () => {
+    const { id } = await init(svc);
+    const call = () => rpc(svc, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'create_inbox', arguments: {} } }, { 'mcp-session-id': id! });
+    for (let i = 0; i < 2; i++) assert.equal((await (await call()).json()).result.isError, undefined);
+    const res = await call();
+    const text = (await res.json()).result.content[0].text as string;
+    assert.match(text, /^Error \(quota_exceeded\): The daily quota of 2 calls for this Mcp-Session-Id is used up; it resets at 00:00 UTC/);
+    assert.equal(Number(res.headers.get('retry-after')), 12 * 3600 - 20);
+  });
+});
