@@ -1,0 +1,68 @@
+// Two real `ephemail` processes on a 3-master Redis Cluster (redis+cluster://): the whole service on
+// the Cluster key layout — mail through A listed and readable on B, a wait on B woken by A's mail
+// through pub/sub, a key minted on one node valid on the other, shared limits, per-inbox id order.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { startNode, type Node } from './nodes.ts';
+import { SKIP_SERVER, startCluster, type RedisCluster } from './servers.ts';
+
+const enc = encodeURIComponent;
+const addr = (tag: string) => `${tag}-${randomUUID().slice(0, 8)}@ephemail.test`;
+
+describe('two ephemail nodes on a 3-master Redis Cluster', { skip: SKIP_SERVER, concurrency: 1 }, () => {
+  let cluster: RedisCluster;
+  let a: Node;
+  let b: Node;
+
+  before(async () => {
+    cluster = await startCluster(3);
+    const env = { EPHEMAIL_STORE: cluster.url, EPHEMAIL_SESSION_SECRET: 'cluster-test', EPHEMAIL_LIMIT_KEY_PER_MINUTE: '20', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000' };
+    [a, b] = await Promise.all([startNode('A', env), startNode('B', env)]);
+  });
+  after(async () => {
+    const codes = await Promise.all([a?.stop(), b?.stop()]);
+    await cluster?.stop();
+    assert.deepEqual(codes, [0, 0]);
+  });
+
+  it('serves mail, waits, keys, limits and id order across nodes on the Cluster', async () => {
+    assert.equal((await b.api('/api/v1/health')).status, 200);
+
+    const keyRes = await a.api('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(keyRes.status, 201);
+    const key = ((await keyRes.json()) as { data: { api_key: string } }).data.api_key;
+    const auth = { authorization: `Bearer ${key}` };
+
+    // a wait on B wakes on mail delivered to A (to several inboxes, in different slots)
+    const to = addr('c');
+    const held = b.api(`/api/v1/inboxes/${enc(to)}/emails?wait=10`, { headers: auth }).then(async (r) => ({ body: (await r.json()) as { data: { id: string; subject: string }[]; meta: { waited: boolean } }, at: performance.now() }));
+    await new Promise((r) => setTimeout(r, 300));
+    const others = [addr('d'), addr('e'), addr('f')];
+    assert.match((await a.send([to, ...others], 'on the cluster')).response, /^250/);
+    const acked = performance.now();
+    const got = await held;
+    assert.deepEqual(got.body.data.map((e) => e.subject), ['on the cluster']);
+    assert.ok(got.at - acked < 500, `woken ${Math.round(got.at - acked)} ms after the 250`);
+    for (const box of others) {
+      const list = (await (await b.api(`/api/v1/inboxes/${enc(box)}/emails`)).json()) as { data: { id: string }[] };
+      assert.equal(list.data.length, 1, box);
+      const full = await a.api(`/api/v1/emails/${list.data[0].id}`);
+      assert.equal(full.status, 200, 'found by id alone (the slot is in the id)');
+    }
+
+    // concurrent deliveries through both nodes to one inbox: a since-reader sees every id once, in order
+    const box = addr('order');
+    await Promise.all([a, b].flatMap((n) => Array.from({ length: 8 }, (_, i) => n.send(box, `${n.name}${i}`))));
+    const list = (await (await a.api(`/api/v1/inboxes/${enc(box)}/emails?since=00000000-0000-7000-8000-000000000000&limit=100`)).json()) as { data: { id: string }[] };
+    assert.equal(list.data.length, 16);
+    for (let i = 1; i < 16; i++) assert.ok(list.data[i].id > list.data[i - 1].id);
+
+    // the key's per-minute limit is shared (20; the wait above used 1)
+    const msIntoMinute = Date.now() % 60_000;
+    if (msIntoMinute > 50_000) await new Promise((r) => setTimeout(r, 60_000 - msIntoMinute + 200));
+    const codes = (await Promise.all(Array.from({ length: 30 }, (_, i) => [a, b][i % 2].api('/api/v1/domains', { headers: auth })))).map((r) => r.status);
+    assert.ok(codes.filter((c) => c === 200).length <= 20, `admitted at most 20: ${codes.join(',')}`);
+    assert.ok(codes.filter((c) => c === 429).length >= 10);
+  });
+});
