@@ -153,6 +153,17 @@ describe('attachments end to end', () => {
     assert.equal((await res.arrayBuffer()).byteLength, 5_242_880);
   });
 
+  test('over SMTP: 5,000-deep nesting and 30,000 parts are acknowledged and stored with their headers', async () => {
+    const parts = Array.from({ length: 30_000 }, (_, i) => `--P\r\nContent-Type: text/plain\r\n\r\np${i}\r\n`).join('');
+    const flood = `From: a@example.org\r\nSubject: flood\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="P"\r\n\r\n${parts}--P--\r\n`;
+    for (const [to, body, subject] of [[`deep@${D}`, nested(5000, 'far down'), 'nested 5000'], [`flood@${D}`, flood, 'flood']] as const) {
+      const r = await within(60_000, sendRaw(svc.smtpPort, { from: 'a@example.org', to: [to], body }));
+      assert.equal(r.data?.code, 250, r.data?.text);
+      const email = await only(to);
+      assert.equal(email.subject, subject);
+    }
+  });
+
   test('hostile filenames are stored safely and served with RFC 6266 filename*', async () => {
     const to = `names@${D}`;
     const names = ['../../etc/passwd', 'a\u0000b.txt', 'evil\r\nX-Injected: 1.txt', 'invoice\u202Egpj.exe', '添付ファイル', '"quoted";.txt'];
