@@ -96,7 +96,8 @@ export function inboxPage(assets: Assets, address: string, ttlSeconds: number): 
 
 /** Whether the HTML names anything remote an image could come from (src, background, CSS url()). */
 export function hasRemoteContent(html: string): boolean {
-  return /\b(?:src|srcset|background|poster)\s*=\s*["']?\s*(?:https?:)?\/\/|url\(\s*["']?\s*(?:https?:)?\/\/|&#|\\/i.test(html);
+  // no two adjacent unbounded runs (linear time on hostile input): whitespace, then an optional quote and whitespace
+  return /\b(?:src|srcset|background|poster)\s*=\s*(?:["']\s*)?(?:https?:)?\/\/|url\(\s*(?:["']\s*)?(?:https?:)?\/\/|&#|\\/i.test(html);
 }
 
 /** The email's own HTML is never part of this page: only the address of its isolated frame. */
@@ -132,7 +133,7 @@ ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html"
 <iframe id="body-frame" title="Email body (isolated)" sandbox="allow-popups allow-popups-to-escape-sandbox" referrerpolicy="no-referrer" loading="eager" src="/web/frames/${esc(e.id)}"></iframe>
 </section>` : ''}
 <section id="panel-text" role="tabpanel" aria-labelledby="tab-text" class="panel"${first === 'text' ? '' : ' hidden'}>
-${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkify>${esc(e.textBody)}</pre>` : '<p class="muted">This email has no plain-text part.</p>'}
+${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkify>${esc(e.textBody.trimEnd())}</pre>` : '<p class="muted">This email has no plain-text part.</p>'}
 </section>
 <section id="panel-headers" role="tabpanel" aria-labelledby="tab-headers" class="panel" hidden>
 <div class="table-wrap"><table class="headers"><tbody>${headers}</tbody></table></div>
