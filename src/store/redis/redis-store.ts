@@ -85,20 +85,20 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       await client.sadd(k.slotsInUse, ...fresh);
       for (const s of fresh) slotsSeen.add(s);
     }
-    const ids = new Map<NewEmail, string>();
+    const ids: string[] = new Array(emails.length);
     if (!cluster) {
-      (await addGroup(null, emails)).forEach((id, i) => ids.set(emails[i], id));
+      (await addGroup(null, emails)).forEach((id, i) => (ids[i] = id));
     } else {
       // one script per slot: the inbox is the unit of atomicity and order on Cluster
-      const groups = new Map<number, NewEmail[]>();
-      for (const e of emails) {
+      const groups = new Map<number, number[]>();
+      emails.forEach((e, i) => {
         const s = addressSlot(e.address);
-        groups.set(s, [...(groups.get(s) ?? []), e]);
-      }
-      await Promise.all([...groups].map(async ([s, group]) => (await addGroup(s, group)).forEach((id, i) => ids.set(group[i], id))));
+        groups.set(s, [...(groups.get(s) ?? []), i]);
+      });
+      await Promise.all([...groups].map(async ([s, idx]) => (await addGroup(s, idx.map((i) => emails[i]))).forEach((id, j) => (ids[idx[j]] = id))));
     }
-    return emails.map((e) => ({
-      id: ids.get(e)!, address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
+    return emails.map((e, i) => ({
+      id: ids[i], address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
       hasAttachments: e.attachments.length > 0, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
     }));
   }
