@@ -162,6 +162,11 @@ test('a hostile email through SMTP: nothing executes, nothing loads, until remot
   assert.match(await w.page.locator('dl.meta').innerText(), /<img src=x onerror=top\.__pwned=1>/);
   assert.match(await w.page.locator('.attachments').innerText(), /<img src=x onerror=top\.__pwned=9>\.txt/);
   await screenshots(w.page, 'email-hostile');
+  // the plain-text tab shows markup as text; a URL in it is a link, not a load
+  await w.page.click('#tab-text');
+  assert.match(await w.page.locator('#panel-text pre').innerText(), /plain <script>top\.__pwned='text'<\/script>/);
+  assert.equal(await w.page.locator('#panel-text pre a').getAttribute('href'), `${rec.url}/text-link`);
+  await w.page.click('#tab-html');
 
   // the HTML and SVG attachments download; neither is rendered on the service's origin
   for (const name of ['evil.html', 'evil.svg']) {

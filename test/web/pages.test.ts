@@ -163,6 +163,7 @@ test('deleting the email returns to the inbox without it; the API agrees', async
   const gone = await page.goto(`${svc.http}/inbox/${address}/${emailId}`);
   assert.equal(gone?.status(), 404);
   assert.match(await page.locator('h1').innerText(), /Not found/);
+  await screenshots(page, 'not-found');
   await page.goto(`${svc.http}/inbox/${address}`);
 });
 
