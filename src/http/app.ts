@@ -9,7 +9,7 @@ import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
 import { ipBucket } from '../domain/limits.ts';
-import { envelope, registerErrorHandling, sendError, toAppError } from './plugins/errors.ts';
+import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
 import { registerRoutes } from './routes.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
@@ -100,6 +100,7 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
   await registerOpenApi(app, core);
   registerErrorHandling(app, core);
   registerCaller(app, core);
+  registerUrlGuard(app);
   registerRoutes(app, core);
   app.get('/api/v1/openapi.json', {
     config: { quota: 'peek' },

@@ -80,12 +80,6 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
     if (appErr.type === 'internal_error') request.log.error({ err }, 'request failed');
     return sendError(core, reply, appErr);
   });
-  // A path with an empty segment never reaches a route (a route would see an empty parameter).
-  // A URL over 8 KiB is refused before anything parses it (no route takes one that long).
-  app.addHook('onRequest', async (request) => {
-    if (request.url.length > MAX_URL_LENGTH) throw new AppError('invalid_request', `The URL is longer than ${MAX_URL_LENGTH} characters`);
-    if (hasEmptySegment(request.url)) throw routeNotFound(request);
-  });
   // Query numbers must be finite: the validator coerces "1e309" to Infinity and lets it through.
   app.addHook('preHandler', async (request) => {
     const q = request.query;
@@ -95,4 +89,17 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
     }
   });
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => sendError(core, reply, routeNotFound(request)));
+}
+
+/**
+ * A path with an empty segment never reaches a route (a route would see an empty parameter).
+ * A URL over 8 KiB is refused before anything parses it (no route takes one that long).
+ * Registered after the caller hook (app.ts), so these errors are counted and carry the ratelimit
+ * headers like every other /api/v1 response.
+ */
+export function registerUrlGuard(app: FastifyInstance): void {
+  app.addHook('onRequest', async (request) => {
+    if (request.url.length > MAX_URL_LENGTH) throw new AppError('invalid_request', `The URL is longer than ${MAX_URL_LENGTH} characters`);
+    if (hasEmptySegment(request.url)) throw routeNotFound(request);
+  });
 }
