@@ -196,7 +196,7 @@ export function htmlToText(html: string): string {
       { selector: 'h5', options: { uppercase: false } },
       { selector: 'h6', options: { uppercase: false } },
       { selector: 'table', format: 'block' },
-      { selector: 'tr', format: 'block' },
+      { selector: 'tr', format: 'block', options: { leadingLineBreaks: 1, trailingLineBreaks: 1 } },
       { selector: 'td', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
       { selector: 'th', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
     ],
