@@ -33,6 +33,9 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
   return openRedisBackends(config, log);
 }
 
+/** The store setting without credentials, for logs. */
+export const redactStoreUrl = (store: string) => store.replace(/^([a-z+]+:\/\/)[^@/]*@/i, '$1***@');
+
 export function createLogger(config: Config): Logger {
   return pino({
     level: config.logLevel,
@@ -110,7 +113,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
       sweeper.unref();
       const host = (a: AddressInfo) => (a.family === 'IPv6' ? `[${a.address}]` : a.address);
       const urls = { http: `http://${host(httpAddr)}:${httpAddr.port}`, smtp: `${host(smtpAddr)}:${smtpAddr.port}` };
-      log.info({ ...urls, public_url: core.baseUrl(), store: config.store, domains: config.domains }, 'ephemail started');
+      log.info({ ...urls, public_url: core.baseUrl(), store: redactStoreUrl(config.store), domains: config.domains }, 'ephemail started');
       return urls;
     },
     stop() {

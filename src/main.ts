@@ -1,5 +1,5 @@
 // Entry: `ephemail [serve]`, `ephemail keys list`, `ephemail keys revoke <prefix>`.
-import { assemble, createLogger, openBackends } from './assemble.ts';
+import { assemble, createLogger, openBackends, redactStoreUrl } from './assemble.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { systemClock } from './domain/clock.ts';
 
@@ -93,7 +93,13 @@ async function main(argv: string[]): Promise<void> {
     throw err;
   }
   if (command === 'serve') return serve(config);
-  if (command === 'keys') process.exit(await keys(config, rest));
+  if (command === 'keys') {
+    const code = await keys(config, rest).catch((err: unknown) => {
+      console.error(`ephemail: the store (${redactStoreUrl(config.store)}) could not be used: ${err instanceof Error ? err.message : String(err)}`);
+      return 1;
+    });
+    process.exit(code);
+  }
   console.error(`ephemail: unknown command ${JSON.stringify(command)}\n${USAGE}`);
   process.exit(2);
 }
