@@ -127,3 +127,13 @@ test('an error docs link lands on an existing anchor', async () => {
   const html = await (await svc.api('/docs')).text();
   assert.ok(html.includes(`id="${url.hash.slice(1)}"`));
 });
+
+// A real OpenAPI 3.1 validator. It needs the devDependency @seriousme/openapi-schema-validator;
+// until package.json lists it, this test reports itself skipped instead of passing silently.
+const validatorModule = await import('@seriousme/openapi-schema-validator' as string).catch(() => null);
+test('the document passes an OpenAPI 3.1 validator', { skip: !validatorModule && 'devDependency @seriousme/openapi-schema-validator is not installed' }, async () => {
+  const v = new validatorModule.Validator();
+  const result = await v.validate(structuredClone(doc));
+  assert.equal(v.version, '3.1');
+  assert.deepEqual(result, { valid: true });
+});
