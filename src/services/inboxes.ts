@@ -1,7 +1,7 @@
 // Generating inbox addresses (POST /inboxes and create_inbox). Inboxes are implicit: this only
 // picks an address that is empty now.
 import { randomBytes } from 'node:crypto';
-import { CREATE_LOCAL_PART_RE, randomLocalPart, type Address } from '../domain/address.ts';
+import { CREATE_LOCAL_PART_RE, parseAddress, randomLocalPart, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import type { Core } from './core.ts';
 
@@ -28,6 +28,10 @@ export async function createInbox(core: Core, input: CreateInboxInput): Promise<
       throw new AppError('invalid_request', `${fields.localPart} must match ^[a-z0-9][a-z0-9._+-]{0,63}$ (letters, digits, . _ + -, starting with a letter or digit, at most 64)`);
     }
     const address = `${localPart}@${domain}`;
+    // the pattern admits "a..b" and "a.", which are not dot-atoms: no SMTP client can deliver to them
+    if (!parseAddress(address)) {
+      throw new AppError('invalid_request', `${fields.localPart} must not contain consecutive dots or end with a dot: ${JSON.stringify(localPart)} could never receive mail`);
+    }
     if (await core.store.hasEmails(address, now)) {
       throw new AppError('address_in_use', `${address} already holds mail, so it cannot be handed out as empty. Delete its mail first (DELETE /api/v1/inboxes/${address}/emails) or omit ${fields.localPart} for a random address.`);
     }

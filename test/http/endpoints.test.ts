@@ -159,6 +159,22 @@ describe('POST /api/v1/inboxes', () => {
     }
   });
 
+  test('every address POST /inboxes hands out can receive mail and be listed', async () => {
+    // the pattern alone allows "a..b" and "a.", which are not dot-atoms: SMTP could never deliver to them
+    for (const lp of ['a..b', 'a.', 'x.-.y..z']) {
+      await expectError(await svc.api('/api/v1/inboxes', json({ local_part: lp })), 400, 'invalid_request', base(), /local_part/);
+    }
+    for (const lp of ['a_b', 'a+b-c.d', 'x'.repeat(64), '0']) {
+      const res = await svc.api('/api/v1/inboxes', json({ local_part: lp }));
+      assert.equal(res.status, 201, lp);
+      const { address } = (await res.json()).data;
+      const r = await sendRaw(svc.smtpPort, { from: 'a@example.org', to: [address], body: message({ From: 'a@example.org', Subject: lp }, 'x') });
+      assert.equal(r.rcpt[0].code, 250, `${address}: RCPT accepted`);
+      assert.equal(r.data?.code, 250);
+      assert.equal((await listAll(svc.api, address)).length, 1, `${address} is listed`);
+    }
+  });
+
   test('an address that holds mail → 409 address_in_use; after purge it is free again', async () => {
     const address = 'busy@ephemail.test';
     const r = await sendRaw(svc.smtpPort, { from: 'a@example.org', to: [address], body: message({ From: 'a@example.org', Subject: 'x' }, 'hi') });
