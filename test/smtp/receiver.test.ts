@@ -174,6 +174,19 @@ describe('addresses and counts', () => {
     }
   });
 
+  test('every local part SMTP accepts can be named in the API path (URL-encoded)', async () => {
+    for (const lp of ['a/b', 'a%b', 'a?b', 'a#b', 'a&b', '{x}', "o'neil", 'a=b', '~u', '|x|', 'a`b', 'x^y', 'a*b', 'a!b', 'a$b']) {
+      const address = `${lp}@ephemail.test`;
+      const r = await sendRaw(svc.smtpPort, { from: 'a@b.example', to: [address], body: message({ Subject: lp }, 'x') });
+      assert.equal(r.rcpt[0].code, 250, address);
+      const list = await listAll(svc.api, address);
+      assert.equal(list.length, 1, address);
+      assert.equal(list[0].address, address);
+      const del = await svc.api(`/api/v1/inboxes/${encodeURIComponent(address)}/emails`, { method: 'DELETE' });
+      assert.deepEqual((await del.json()).data, { address, deleted: 1 });
+    }
+  });
+
   test('at most 100 attachments are stored per email; the email is kept', async () => {
     await svc.send({ to: 'many-att@ephemail.test', subject: 'many', text: 'x', attachments: Array.from({ length: 105 }, (_, i) => ({ filename: `f${i}.txt`, content: `c${i}` })) });
     const e = await only('many-att@ephemail.test');
