@@ -45,6 +45,18 @@ describe('dialogue', () => {
     await client.quit();
   });
 
+  test('the default whole-message limit is 30 MiB (SIZE 31457280)', async () => {
+    const d = await startService();
+    try {
+      const { client } = await SmtpClient.open(d.smtpPort);
+      const ehlo = await client.cmd('EHLO client.example');
+      assert.ok(ehlo.lines.includes('SIZE 31457280'), ehlo.text);
+      await client.quit();
+    } finally {
+      await d.stop();
+    }
+  });
+
   test('RCPT to another domain → 550 5.1.2; the session continues', async () => {
     const { client } = await SmtpClient.open(svc.smtpPort);
     await client.cmd('EHLO client.example');
