@@ -167,6 +167,30 @@ describe('wait', () => {
   });
 });
 
+describe('many waiters', () => {
+  test('one mail wakes every waiter on its address, across keys; others keep waiting', async () => {
+    const s = await startService({ EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '20' });
+    try {
+      const keys = await Promise.all(Array.from({ length: 4 }, () => mint(s)));
+      const on = (address: string, k: string, wait = 20) =>
+        s.api(`/api/v1/inboxes/${encodeURIComponent(address)}/emails?wait=${wait}`, { headers: { 'x-api-key': k } });
+      const same = keys.flatMap((k) => [on('shared@ephemail.test', k), on('shared@ephemail.test', k)]);
+      const other = keys.map((k) => on('elsewhere@ephemail.test', k, 2));
+      await sleep(400);
+      assert.equal(s.service.core.waits.held, 12);
+      const t0 = Date.now();
+      await mail(s, 'shared@ephemail.test', 'for all');
+      const bodies = await Promise.all(same.map(async (p) => (await p).json()));
+      assert.ok(Date.now() - t0 < 2000, `all woken in ${Date.now() - t0} ms`);
+      for (const b of bodies) assert.deepEqual(b.data.map((e: any) => e.subject), ['for all']);
+      const rest = await Promise.all(other.map(async (p) => (await p).json()));
+      for (const b of rest) assert.deepEqual([b.data, b.meta.waited], [[], true]);
+    } finally {
+      await s.stop();
+    }
+  });
+});
+
 describe('shutdown answers held polls', () => {
   test('service.stop() answers a held wait promptly with its empty result', async () => {
     const s = await startService();
