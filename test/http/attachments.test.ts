@@ -92,6 +92,7 @@ test('RFC 2231 and encoded-word filenames from raw MIME are decoded', async () =
     '--b', "Content-Type: application/octet-stream; name*=UTF-8''%E2%82%AC%20rates.csv", "Content-Disposition: attachment; filename*=UTF-8''%E2%82%AC%20rates.csv", 'Content-Transfer-Encoding: base64', '', Buffer.from('a,b\n1,2\n').toString('base64'),
     '--b', 'Content-Type: application/octet-stream', 'Content-Disposition: attachment; filename="=?UTF-8?B?w7xiZXIudHh0?="', 'Content-Transfer-Encoding: base64', '', Buffer.from('über').toString('base64'),
     '--b', 'Content-Type: application/octet-stream', 'Content-Disposition: attachment', 'Content-Transfer-Encoding: base64', '', Buffer.from('anon').toString('base64'),
+    '--b', 'Content-Type: text/plain', "Content-Disposition: attachment; filename*0*=UTF-8''%C3%A9t%C3%A9%20long%20;", ' filename*1*=%20name.txt', '', 'continued',
     '--b--', '',
   ].join('\r\n');
   const r = await sendRaw(svc.smtpPort, { from: 'a@example.org', to: ['names@ephemail.test'], body });
