@@ -31,7 +31,7 @@ export const TOOLS: Tool[] = [createInboxTool, checkInboxTool, readEmailTool] as
 export function listTools(tools: Tool[] = TOOLS): WireTool[] {
   const schema = (t: z.ZodType, io: 'input' | 'output') => {
     const { $schema: _ignored, ...rest } = z.toJSONSchema(t, { target: 'draft-7', io }) as Record<string, unknown>;
-    return rest;
+    return tidy(rest) as Record<string, unknown>;
   };
   return tools.map((t) => ({
     name: t.name,
@@ -41,6 +41,22 @@ export function listTools(tools: Tool[] = TOOLS): WireTool[] {
     outputSchema: schema(t.output, 'output') as WireTool['outputSchema'],
     annotations: { ...t.annotations },
   }));
+}
+
+/**
+ * Drops what zod adds for its own checks but says nothing to a client: the ±2^53 bounds of every
+ * integer, and the regex next to `format: date-time`.
+ */
+function tidy(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(tidy);
+  if (!node || typeof node !== 'object') return node;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(node)) {
+    if ((k === 'minimum' || k === 'maximum') && Math.abs(v as number) === Number.MAX_SAFE_INTEGER) continue;
+    if (k === 'pattern' && 'format' in node) continue;
+    out[k] = tidy(v);
+  }
+  return out;
 }
 
 /** "wait_seconds: Too big: expected number to be <=20" for a failed argument check. */

@@ -32,7 +32,7 @@ export const checkInboxTool = defineTool({
   output: z.object({
     address: z.string(),
     web_url: z.string(),
-    count: z.number().int().describe('Number of emails in this result'),
+    count: z.number().int().min(0).describe('Number of emails in this result'),
     newest_id: z.string().nullable().describe('Id of the newest email in this result; on an empty result, since_id echoed (null when none was given)'),
     emails: z.array(
       z.object({

@@ -18,7 +18,7 @@ export const createInboxTool = defineTool({
   output: z.object({
     address: z.string().describe('The new inbox address'),
     web_url: z.string().describe('A page showing the inbox in a browser'),
-    mail_ttl_seconds: z.number().int().describe('How long each email is kept after it arrives'),
+    mail_ttl_seconds: z.number().int().min(1).describe('How long each email is kept after it arrives'),
     available_domains: z.array(z.string()).describe('Domains an inbox can be created at'),
   }),
   annotations: { title: 'Create a disposable inbox', readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: false },

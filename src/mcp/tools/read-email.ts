@@ -34,7 +34,7 @@ export const readEmailTool = defineTool({
       z.object({
         filename: z.string(),
         content_type: z.string(),
-        size_bytes: z.number().int(),
+        size_bytes: z.number().int().min(0),
         download_url: z.string(),
       }),
     ),
