@@ -148,3 +148,28 @@ test('default limit is 25, next_before null when the page is not full', async ()
   assert.equal(rest.data.length, 2);
   assert.equal(rest.meta.next_before, null);
 });
+
+test('a reader advancing since (with wait) during concurrent delivery sees every email exactly once, in id order', { timeout: 120_000 }, async () => {
+  const addr = 'live-reader@ephemail.test';
+  const key = (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key;
+  const seen: { id: string; subject: string }[] = [];
+  let cursor = '00000000-0000-0000-0000-000000000000';
+  let sendingDone = false;
+  const reader = (async () => {
+    for (let polls = 0; polls < 500; polls++) {
+      const res = await svc.api(`/api/v1/inboxes/${addr}/emails?since=${cursor}&limit=7&wait=2`, { headers: { 'x-api-key': key } });
+      assert.equal(res.status, 200);
+      const body = await res.json();
+      seen.push(...body.data.map((e: any) => ({ id: e.id, subject: e.subject })));
+      if (body.data.length) assert.equal(body.meta.next_since, body.data.at(-1).id);
+      cursor = body.meta.next_since;
+      if (sendingDone && body.data.length === 0) return;
+    }
+  })();
+  const sent = (await Promise.all([0, 1, 2, 3].map((n) => burst(addr, 15, `live${n}`)))).flat();
+  sendingDone = true;
+  await reader;
+  assert.equal(seen.length, sent.length, 'nothing skipped, nothing repeated');
+  assert.deepEqual(new Set(seen.map((e) => e.subject)), new Set(sent));
+  for (let i = 1; i < seen.length; i++) assert.ok(seen[i].id > seen[i - 1].id, 'ids strictly increase along the cursor');
+});
