@@ -82,8 +82,9 @@ export async function registerMcp(app: FastifyInstance, core: Core): Promise<voi
     });
 
     mcp.post('/mcp', async (request, reply) => {
-      if (!allowedHost(core, header(request, 'host'))) {
-        return rpcError(reply, 403, RPC.server, `Invalid Host header ${JSON.stringify(header(request, 'host') ?? '')}: use the service's public host or a loopback name`);
+      // request.host is the Host header, or X-Forwarded-Host when EPHEMAIL_TRUST_PROXY is on
+      if (!allowedHost(core, request.host)) {
+        return rpcError(reply, 403, RPC.server, `Invalid Host header ${JSON.stringify(String(request.host ?? '').slice(0, 200))}: use the service's public host (EPHEMAIL_PUBLIC_URL) or a loopback name`);
       }
       if (!acceptsJson(header(request, 'accept'))) {
         return rpcError(reply, 406, RPC.server, 'Not Acceptable: this endpoint answers with application/json only; send Accept: application/json');

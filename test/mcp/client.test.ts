@@ -140,7 +140,10 @@ describe('tool endpoint through the SDK client', () => {
 
     const empty = (await client.callTool({ name: 'check_inbox', arguments: { address: 'nobody-here@ephemail.test' } })).structuredContent as any;
     assert.equal(empty.count, 0);
-    assert.equal(empty.newest_id, null, 'no mail and no since_id: null');
+    assert.equal(empty.newest_id, '', 'no mail and no since_id: ""');
+    const again = (await client.callTool({ name: 'check_inbox', arguments: { address: 'nobody-here@ephemail.test', since_id: empty.newest_id } })).structuredContent as any;
+    assert.equal(again.count, 0, '"" passed back as since_id is no cursor');
+    assert.equal(again.newest_id, '');
   });
 
   test('check_inbox returns at most 20 emails', async () => {

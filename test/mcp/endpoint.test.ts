@@ -198,3 +198,37 @@ describe('POST /mcp behind a public URL', () => {
     assert.equal(evil.status, 403);
   });
 });
+
+describe('POST /mcp behind a trusted proxy', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startService({ EPHEMAIL_PUBLIC_URL: 'https://mail.example.org', EPHEMAIL_TRUST_PROXY: 'true' });
+  });
+  after(() => svc.stop());
+
+  test('X-Forwarded-Host is the host checked; an internal upstream Host alone is refused', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    const base = { 'content-type': 'application/json', accept: 'application/json' };
+    const ok = await rawHttp(`${svc.http}/mcp`, { headers: { ...base, host: 'ephemail:8025', 'x-forwarded-host': 'mail.example.org' }, body });
+    assert.equal(ok.status, 200);
+    const evil = await rawHttp(`${svc.http}/mcp`, { headers: { ...base, host: 'mail.example.org', 'x-forwarded-host': 'evil.example.com' }, body });
+    assert.equal(evil.status, 403);
+    const upstream = await rawHttp(`${svc.http}/mcp`, { headers: { ...base, host: 'ephemail:8025' }, body });
+    assert.equal(upstream.status, 403);
+  });
+});
+
+describe('POST /mcp without a trusted proxy', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startService({ EPHEMAIL_PUBLIC_URL: 'https://mail.example.org' });
+  });
+  after(() => svc.stop());
+
+  test('X-Forwarded-Host is ignored: Host decides', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    const base = { 'content-type': 'application/json', accept: 'application/json' };
+    const spoof = await rawHttp(`${svc.http}/mcp`, { headers: { ...base, host: 'evil.example.com', 'x-forwarded-host': 'mail.example.org' }, body });
+    assert.equal(spoof.status, 403);
+  });
+});

@@ -27,13 +27,13 @@ export const checkInboxTool = defineTool({
   input: z.object({
     address: z.string().min(1).max(320).describe('Full inbox address, e.g. from create_inbox; case-insensitive'),
     wait_seconds: z.number().int().min(0).max(MAX_WAIT_SECONDS).optional().describe('0 to 20: if nothing matches yet, hold until mail arrives or this many seconds pass'),
-    since_id: z.string().max(100).optional().describe('An email id (e.g. a previous newest_id): only mail newer than it, oldest first'),
+    since_id: z.string().max(100).optional().describe('An email id (e.g. a previous newest_id): only mail newer than it, oldest first. "" is the same as omitting it'),
   }),
   output: z.object({
     address: z.string(),
     web_url: z.string(),
     count: z.number().int().min(0).describe('Number of emails in this result'),
-    newest_id: z.string().nullable().describe('Id of the newest email in this result; on an empty result, since_id echoed (null when none was given)'),
+    newest_id: z.string().describe('Id of the newest email in this result; on an empty result, since_id echoed ("" when none was given). Pass it as since_id to wait for newer mail'),
     emails: z.array(
       z.object({
         id: z.string(),
@@ -47,6 +47,8 @@ export const checkInboxTool = defineTool({
   annotations: { title: 'Check an inbox for mail', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run({ core, bucket, signal }, args) {
     const waitSeconds = args.wait_seconds ?? 0;
+    // "" is "no cursor yet": what newest_id says for an empty inbox, so it can be passed straight back
+    const sinceId = args.since_id === undefined || args.since_id.trim() === '' ? undefined : args.since_id;
     let release: (() => Promise<void>) | null = null;
     if (waitSeconds > 0) {
       resolveInbox(core, args.address); // a bad address fails before taking a wait slot
@@ -56,14 +58,14 @@ export const checkInboxTool = defineTool({
       }
     }
     try {
-      const out = await listEmails(core, { address: args.address, limit: CHECK_INBOX_MAX, since: args.since_id, waitSeconds, signal });
+      const out = await listEmails(core, { address: args.address, limit: CHECK_INBOX_MAX, since: sinceId, waitSeconds, signal });
       const items = out.emails;
-      const newest = args.since_id !== undefined ? items.at(-1) : items[0];
+      const newest = sinceId !== undefined ? items.at(-1) : items[0];
       const structured = {
         address: out.address,
         web_url: webUrl(core, out.address),
         count: items.length,
-        newest_id: newest?.id ?? args.since_id ?? null,
+        newest_id: newest?.id ?? sinceId ?? '',
         emails: items.map((e) => ({
           id: e.id,
           from: untrustedLine(e.sender, FROM_MAX),
@@ -72,14 +74,14 @@ export const checkInboxTool = defineTool({
           has_attachments: e.hasAttachments,
         })),
       };
-      return { structured, text: render(structured, args.since_id !== undefined, out.waited ? waitSeconds : 0) };
+      return { structured, text: render(structured, sinceId !== undefined, out.waited ? waitSeconds : 0) };
     } finally {
       await release?.();
     }
   },
 });
 
-function render(r: { address: string; web_url: string; count: number; newest_id: string | null; emails: { id: string; from: string; subject: string; received_at: string; has_attachments: boolean }[] }, since: boolean, waited: number): string {
+function render(r: { address: string; web_url: string; count: number; newest_id: string; emails: { id: string; from: string; subject: string; received_at: string; has_attachments: boolean }[] }, since: boolean, waited: number): string {
   if (r.count === 0) {
     const when = waited > 0 ? `after waiting ${waited} s` : 'right now';
     const again = r.newest_id ? `call check_inbox again with since_id "${r.newest_id}" and wait_seconds` : 'call check_inbox again with wait_seconds';
