@@ -94,3 +94,12 @@ export async function listAll(api: (p: string, i?: RequestInit) => Promise<Respo
   assert.equal(res.status, 200, await res.clone().text());
   return (await res.json()).data;
 }
+
+/**
+ * Minute windows are fixed (DECISIONS.md): a test that counts requests within one window waits
+ * out the last `marginMs` of a minute so the window cannot roll over under it.
+ */
+export async function awayFromMinuteEdge(marginMs = 5000): Promise<void> {
+  const left = 60_000 - (Date.now() % 60_000);
+  if (left < marginMs) await new Promise((r) => setTimeout(r, left + 50));
+}

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
-import { expectError, expectLimitHeaders } from '../helpers/contract.ts';
+import { awayFromMinuteEdge, expectError, expectLimitHeaders } from '../helpers/contract.ts';
 
 const baseOf = (svc: TestService) => svc.http.replace('127.0.0.1', 'localhost');
 const mint = async (svc: TestService, label = '') => {
@@ -86,6 +86,7 @@ describe('authentication', () => {
   });
 
   test('a key has its own bucket: key requests do not use the IP bucket', async () => {
+    await awayFromMinuteEdge();
     const before = (await (await svc.api('/api/v1/me')).json()).data.usage.requests_this_minute;
     for (let i = 0; i < 5; i++) await svc.api('/api/v1/domains', { headers: { 'x-api-key': key } });
     const afterAnon = (await (await svc.api('/api/v1/me')).json()).data.usage.requests_this_minute;
@@ -102,6 +103,7 @@ describe('anonymous per-minute limit (5)', () => {
   after(() => svc.stop());
 
   test('remaining counts down; 6th → 429 rate_limited with retry-after; outside-quota endpoints unaffected', async () => {
+    await awayFromMinuteEdge();
     // POST /keys is inside the quota (the spec lists what is outside): it is request 1 of 5
     const key = await mint(svc);
     // the outside-quota endpoints and /me do not consume
@@ -199,6 +201,7 @@ describe('exactly the limit under concurrency', () => {
   after(() => svc.stop());
 
   test('200 parallel anonymous requests with limit 60 → exactly 60 succeed', async () => {
+    await awayFromMinuteEdge();
     const results = await Promise.all(Array.from({ length: 200 }, async () => {
       const res = await svc.api('/api/v1/domains');
       await res.arrayBuffer();
@@ -213,6 +216,7 @@ describe('exactly the limit under concurrency', () => {
 
 describe('client IP behind a proxy (EPHEMAIL_TRUST_PROXY)', () => {
   test('untrusted: X-Forwarded-For is ignored, so it gives no fresh bucket', async () => {
+    await awayFromMinuteEdge();
     const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2' });
     try {
       for (let i = 0; i < 2; i++) assert.equal((await svc.api('/api/v1/domains', { headers: { 'x-forwarded-for': `10.0.0.${i}` } })).status, 200);
@@ -223,6 +227,7 @@ describe('client IP behind a proxy (EPHEMAIL_TRUST_PROXY)', () => {
   });
 
   test('trusted: each forwarded client IP has its own bucket, and key minting counts per forwarded IP', async () => {
+    await awayFromMinuteEdge();
     const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2', EPHEMAIL_TRUST_PROXY: 'true' });
     try {
       const as = (ip: string, init: RequestInit = {}) => svc.api('/api/v1/domains', { ...init, headers: { 'x-forwarded-for': ip } });

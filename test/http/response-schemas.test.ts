@@ -99,10 +99,9 @@ test('every operation and every status the tests reach matches the document', as
   await conform('DELETE', `/api/v1/emails/${id}`, { headers: K });
   await conform('DELETE', `/api/v1/emails/${id}`, { headers: K });
   await conform('DELETE', '/api/v1/inboxes/schema%40ephemail.test/emails', { headers: K });
-  // anonymous limit of 3: POST /keys + /domains x2 used it up → rate_limited
-  await conform('GET', '/api/v1/domains');
-  await conform('GET', '/api/v1/domains');
-  const limited = await conform('GET', '/api/v1/domains');
-  assert.equal(limited.status, 429);
+  // anonymous limit of 3 a minute: go on until it answers rate_limited
+  let limited: Response | null = null;
+  for (let i = 0; i < 10 && limited?.status !== 429; i++) limited = await conform('GET', '/api/v1/domains');
+  assert.equal(limited?.status, 429);
   for (const t of ['201', '200', '204', '400', '401', '404', '409', '429']) assert.ok(checked.some((c) => c.endsWith(` ${t}`)), `reached a ${t}`);
 });
