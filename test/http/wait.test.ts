@@ -157,8 +157,8 @@ describe('wait', () => {
       const blocked = await s.api('/api/v1/inboxes/dc2%40ephemail.test/emails?wait=1', { headers: { 'x-api-key': k } });
       await expectError(blocked, 429, 'too_many_waiters', baseOf(s));
       req.destroy();
-      await sleep(300);
-      assert.equal(s.service.core.waits.held, 0, 'the held poll ended with its client');
+      for (let i = 0; i < 30 && s.service.core.waits.held > 0; i++) await sleep(100);
+      assert.equal(s.service.core.waits.held, 0, 'the held poll ended with its client (long before its 30 s)');
       const res = await s.api('/api/v1/inboxes/dc2%40ephemail.test/emails?wait=1', { headers: { 'x-api-key': k } });
       assert.equal(res.status, 200);
     } finally {
