@@ -62,7 +62,12 @@ export type BodySource = 'text' | 'html' | 'none';
 export function chooseBody(textBody: string | null, htmlBody: string | null): { source: BodySource; text: string } {
   const hasHtml = htmlBody !== null && htmlBody.trim() !== '';
   if (textBody !== null && textBody.trim() !== '' && !(hasHtml && isStubTextPart(textBody))) return { source: 'text', text: textBody };
-  if (hasHtml) return { source: 'html', text: htmlBodyToText(htmlBody) };
+  if (hasHtml) {
+    const text = htmlBodyToText(htmlBody);
+    // an HTML part with no readable text (only images, say): the stub still says more than nothing
+    if (text.trim() === '' && textBody !== null && textBody.trim() !== '') return { source: 'text', text: textBody };
+    return { source: 'html', text };
+  }
   return { source: textBody === null ? 'none' : 'text', text: textBody ?? '' };
 }
 

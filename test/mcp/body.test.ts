@@ -61,6 +61,11 @@ describe('the stub rule', () => {
     assert.deepEqual(chooseBody('', html), { source: 'html', text: 'Hello there (https://example.com/x)' });
     assert.deepEqual(chooseBody('View this email in your browser', null), { source: 'text', text: 'View this email in your browser' }, 'a stub without HTML is all there is');
     assert.deepEqual(chooseBody(null, null), { source: 'none', text: '' });
+    assert.deepEqual(
+      chooseBody('View online: https://x.example/v', '<img src="https://x.example/banner.png"><div style="display:none">pre</div>'),
+      { source: 'text', text: 'View online: https://x.example/v' },
+      'an HTML part without readable text falls back to the stub',
+    );
   });
 });
 
