@@ -1,0 +1,155 @@
+// Benchmark 3: long-poll fan-out. 10,000 held `wait` requests across 2,000 addresses (limits raised
+// by env, spread over several keys), then one mail to each address over SMTP. Prints the wake-up
+// latency from each address's 250 to each of its responses (p50/p99/max) and the service's RSS with
+// all waits held. Needs about 2 × waits file descriptors (`ulimit -n`).
+import { request, type ClientRequest } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { createKey, fmt, machineLine, parseArgs, percentile, rssOf, sleep, spread, startService, type BenchOptions, type ServiceProcess, type Spread } from './lib.ts';
+import { runLoad, textMessage } from './smtp-load.ts';
+
+const WAIT_SECONDS = 30;
+
+/** CPU time (ms) the process has used so far, from /proc. */
+async function cpuMs(pid: number): Promise<number> {
+  const { readFileSync } = await import('node:fs');
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime in clock ticks (100 Hz)
+}
+
+export interface LongPollResult {
+  waits: number;
+  addresses: number;
+  p50: Spread;
+  p99: Spread;
+  max: Spread;
+  heldRssMb: Spread;
+  failed: number;
+}
+
+interface Held {
+  address: number;
+  req: ClientRequest;
+  done: Promise<{ at: number; status: number; count: number }>;
+}
+
+async function oneRun(waits: number, addresses: number, shared?: ServiceProcess) {
+  const svc = shared ?? (await startService({ EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS: String(waits) }));
+  const held: Held[] = [];
+  try {
+    const keyCount = Math.max(1, Math.ceil(waits / 1000)); // the limiter scans a key's slots on each acquire
+    const keys: string[] = [];
+    for (let i = 0; i < keyCount; i++) keys.push(await createKey(svc.http, `bench-${i}`));
+    const tag = Date.now().toString(36);
+    const addr = (i: number) => `lp${i}-${tag}@ephemail.test`;
+    // connections are opened at most CONNECTING at a time: past the listen backlog a SYN is retried
+    // seconds later, and that wait would reach the service after its mail
+    const CONNECTING = 200;
+    let sending = 0;
+    let sent = 0;
+    let wake: (() => void) | null = null;
+    const onSent = () => {
+      sending--;
+      sent++;
+      wake?.();
+    };
+    for (let i = 0; i < waits; i++) {
+      const a = i % addresses;
+      let req!: ClientRequest;
+      const done = new Promise<{ at: number; status: number; count: number }>((resolve) => {
+        req = request(
+          {
+            host: '127.0.0.1',
+            port: svc.httpPort,
+            path: `/api/v1/inboxes/${encodeURIComponent(addr(a))}/emails?wait=${WAIT_SECONDS}`,
+            headers: { authorization: `Bearer ${keys[i % keyCount]}` },
+            agent: false,
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () => {
+              const at = performance.now();
+              let count = -1;
+              try {
+                count = JSON.parse(Buffer.concat(chunks).toString()).data.length;
+              } catch {
+                // an error body
+              }
+              resolve({ at, status: res.statusCode ?? 0, count });
+            });
+          },
+        );
+        req.on('error', () => resolve({ at: performance.now(), status: 0, count: -1 }));
+        req.once('finish', onSent);
+        req.end();
+      });
+      sending++;
+      held.push({ address: a, req, done });
+      while (sending >= CONNECTING) await new Promise<void>((r) => (wake = r));
+    }
+    while (sent < waits) await new Promise<void>((r) => (wake = r));
+    // held = every request reached the service and it went quiet (CPU idle over a window)
+    const settleDeadline = Date.now() + (waits > 1000 ? 20_000 : 2_000);
+    let last = await cpuMs(svc.pid);
+    for (;;) {
+      await sleep(250);
+      const now = await cpuMs(svc.pid);
+      if (now - last < 10 || Date.now() > settleDeadline) break;
+      last = now;
+    }
+    const heldRss = rssOf(svc.pid).rssMb;
+    // one mail per address; remember when each 250 arrived
+    const okAt = new Map<number, number>();
+    const mail = await runLoad({
+      port: svc.smtpPort,
+      connections: Math.min(20, addresses),
+      messages: addresses,
+      message: textMessage(2),
+      rcpt: (i) => addr(i),
+      onReply: (i, code, _line, _sent, at) => code === 250 && okAt.set(i, at),
+    });
+    let timer: NodeJS.Timeout | undefined;
+    const results = await Promise.race([
+      Promise.all(held.map((h) => h.done)),
+      new Promise<null>((r) => (timer = setTimeout(() => r(null), WAIT_SECONDS * 1000 + 5000))),
+    ]).finally(() => clearTimeout(timer));
+    if (!results) throw new Error('waits did not all answer');
+    const lat: number[] = [];
+    let failed = mail.failed;
+    results.forEach((r, i) => {
+      const sent = okAt.get(held[i].address);
+      if (r.status !== 200 || r.count < 1 || sent === undefined) failed++;
+      else lat.push(r.at - sent);
+    });
+    lat.sort((a, b) => a - b);
+    return { p50: percentile(lat, 50), p99: percentile(lat, 99), max: lat.at(-1) ?? NaN, heldRss, failed, mailRate: mail.msgsPerSec };
+  } finally {
+    for (const h of held) h.req.destroy();
+    if (!shared) await svc.stop();
+  }
+}
+
+/** `shared`: a running service to use (and leave running) instead of starting one per run. */
+export async function benchLongPoll(opts: BenchOptions, log: (s: string) => void = console.log, shared?: ServiceProcess): Promise<LongPollResult> {
+  const waits = opts.quick ? 50 : 10_000;
+  const addresses = opts.quick ? 10 : 2_000;
+  const runs = [];
+  for (let i = 0; i < opts.runs; i++) runs.push(await oneRun(waits, addresses, shared));
+  const r: LongPollResult = {
+    waits,
+    addresses,
+    p50: spread(runs.map((x) => x.p50)),
+    p99: spread(runs.map((x) => x.p99)),
+    max: spread(runs.map((x) => x.max)),
+    heldRssMb: spread(runs.map((x) => x.heldRss)),
+    failed: runs.reduce((a, x) => a + x.failed, 0),
+  };
+  log(`  ${waits} waits / ${addresses} addresses: wake-up after the 250 p50 ${fmt(r.p50, 1)} ms  p99 ${fmt(r.p99, 1)} ms  max ${fmt(r.max, 1)} ms  RSS with all held ${fmt(r.heldRssMb)} MB  failed ${r.failed}  (mail at ${fmt(spread(runs.map((x) => x.mailRate)))} msgs/s)`);
+  return r;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const opts = parseArgs(process.argv.slice(2));
+  console.log(`# Long-poll fan-out, ${opts.runs} run(s) — ${machineLine()}`);
+  await benchLongPoll(opts);
+}

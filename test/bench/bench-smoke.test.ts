@@ -1,0 +1,51 @@
+// Keeps the benchmarks working: each runs once in --quick mode (tiny sizes) against one service
+// process, and its figures come out as numbers. Not a timing test: the figures are not judged.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { benchApi } from '../../bench/api.ts';
+import { rssOf, startService, type ServiceProcess } from '../../bench/lib.ts';
+import { benchLongPoll } from '../../bench/longpoll.ts';
+import { benchIngest } from '../../bench/smtp.ts';
+
+const quick = { quick: true, runs: 1 };
+const lines: string[] = [];
+const log = (s: string) => lines.push(s);
+let svc: ServiceProcess;
+
+before(async () => {
+  svc = await startService(); // benchmark 4's measurement: spawn → first healthy /api/v1/health
+});
+after(async () => {
+  await svc?.stop();
+  if (process.env.BENCH_SMOKE_VERBOSE) console.log(lines.join('\n'));
+});
+
+test('start-up and idle: time to healthy and RSS are measured', () => {
+  assert.ok(svc.startMs > 0 && Number.isFinite(svc.startMs));
+  assert.ok(rssOf(svc.pid).rssMb > 10);
+});
+
+test('SMTP ingest: every message of each size is acknowledged and counted', async () => {
+  const results = await benchIngest({ ...quick, cases: ['text'] }, log, svc);
+  assert.equal(results.length, 1);
+  for (const r of results) {
+    assert.equal(r.failed, 0, r.name);
+    assert.ok(r.msgsPerSec.median > 0 && r.p99.median >= r.p50.median);
+  }
+});
+
+test('API reads: the list and get routes and the bare ceiling answer under autocannon', async () => {
+  const results = await benchApi(quick, log, svc);
+  assert.equal(results.length, 2);
+  for (const r of results) {
+    assert.equal(r.errors, 0, r.name);
+    assert.ok(r.rps.median > 0 && r.bareRps.median > 0 && r.ratio > 0);
+  }
+});
+
+test('long-poll fan-out: every held wait is woken by its mail', async () => {
+  const r = await benchLongPoll(quick, log, svc);
+  assert.equal(r.failed, 0);
+  assert.ok(r.p50.median >= 0 || r.p50.median < 0); // a number, not NaN
+  assert.ok(Number.isFinite(r.max.median) && r.heldRssMb.median > 0);
+});
