@@ -310,11 +310,15 @@ describe('emails', () => {
   test('DELETE inbox emails: {address, deleted}, idempotent with 0', async () => {
     const addr = (await (await svc.api('/api/v1/inboxes', { method: 'POST' })).json()).data.address;
     for (let i = 0; i < 3; i++) await svc.send({ to: addr, subject: `m${i}`, text: 'x' });
+    const ids = (await listAll(svc.api, addr)).map((e) => e.id);
+    const noAtt = await svc.api(`/api/v1/emails/${ids[0]}/attachments`);
+    assert.deepEqual(await noAtt.json(), { data: [], meta: { email_id: ids[0], count: 0 } });
     const res = await svc.api(`/api/v1/inboxes/${encodeURIComponent(addr.toUpperCase())}/emails`, { method: 'DELETE' });
     assert.equal(res.status, 200);
     expectLimitHeaders(res);
     assert.deepEqual(await res.json(), { data: { address: addr, deleted: 3 } });
     assert.deepEqual(await listAll(svc.api, addr), []);
+    for (const id of ids) await expectError(await svc.api(`/api/v1/emails/${id}`), 404, 'not_found', base());
     const again = await svc.api(`/api/v1/inboxes/${addr}/emails`, { method: 'DELETE' });
     assert.deepEqual(await again.json(), { data: { address: addr, deleted: 0 } });
   });
