@@ -119,8 +119,6 @@ export async function registerMcp(app: FastifyInstance, core: Core): Promise<voi
       reply.header('ratelimit-limit', String(limit.limit)).header('ratelimit-remaining', String(limit.remaining)).header('ratelimit-reset', String(limit.resetSeconds));
 
       const abort = new AbortController();
-      const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
-      reply.raw.on('close', onClose);
       const ctx = { core, bucket, signal: abort.signal, limit };
       if (!limit.allowed) {
         reply.header('retry-after', String(Math.max(1, limit.retryAfterSeconds)));
@@ -131,6 +129,9 @@ export async function registerMcp(app: FastifyInstance, core: Core): Promise<voi
         }
       }
 
+      // a client that goes away ends a held check_inbox
+      const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
+      reply.raw.on('close', onClose);
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
       const server = buildServer(ctx, wireTools);
       server.onerror = (err) => log.debug({ err }, 'mcp protocol error');
