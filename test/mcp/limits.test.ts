@@ -118,3 +118,29 @@ describe('tool endpoint daily quota', () => {
     assert.equal(Number(res.headers.get('retry-after')), 12 * 3600 - 20);
   });
 });
+
+describe('session ids across nodes', () => {
+  const secret = { EPHEMAIL_SESSION_SECRET: 'shared-secret-for-all-nodes', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2' };
+  let a: TestService;
+  let b: TestService;
+  let c: TestService;
+  before(async () => {
+    a = await startService(secret, { clock: fixedClock });
+    b = await startService(secret, { clock: fixedClock });
+    c = await startService({ ...secret, EPHEMAIL_SESSION_SECRET: 'another-secret' }, { clock: fixedClock });
+  });
+  after(async () => {
+    await Promise.all([a.stop(), b.stop(), c.stop()]);
+  });
+
+  test('an id issued by one node is a session bucket on another node with the same EPHEMAIL_SESSION_SECRET', async () => {
+    const { id } = await init(a);
+    for (const node of [b, c]) {
+      assert.equal((await list(node)).status, 200);
+      assert.equal((await list(node)).status, 200);
+      assert.equal((await list(node)).status, 429, 'the IP bucket of this node is used up');
+    }
+    assert.equal((await list(b, id!)).status, 200, 'same secret: its own bucket');
+    assert.equal((await list(c, id!)).status, 429, 'other secret: an unknown id, so the IP bucket');
+  });
+});
