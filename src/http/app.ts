@@ -1,6 +1,6 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
 import cors from '@fastify/cors';
-import { Value } from '@sinclair/typebox/value';
+import { Value, ValueErrorType } from '@sinclair/typebox/value';
 import type { TSchema } from '@sinclair/typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.ts';
@@ -92,8 +92,16 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     // {"label": 5} is a wrong type, not the label "5".
     const schema = request.routeOptions.schema?.body as TSchema | undefined;
     if (schema && request.body !== undefined) {
-      const first = Value.Errors(schema, request.body).First();
-      if (first) throw new AppError('invalid_request', describeBodyError(first.path, first.message));
+      for (const e of Value.Errors(schema, request.body)) {
+        // JSON Schema string lengths count characters (code points), TypeBox counts UTF-16 units:
+        // a label of 100 emoji is 100 long. Ajv (which counts code points) checks lengths next.
+        if ((e.type === ValueErrorType.StringMaxLength || e.type === ValueErrorType.StringMinLength) && typeof e.value === 'string') {
+          const n = [...e.value].length;
+          const { maxLength = Infinity, minLength = 0 } = e.schema as { maxLength?: number; minLength?: number };
+          if (n <= maxLength && n >= minLength) continue;
+        }
+        throw new AppError('invalid_request', describeBodyError(e.path, e.message));
+      }
     }
   });
   for (const s of SHARED_SCHEMAS) app.addSchema(s);

@@ -10,7 +10,7 @@ let svc: TestService;
 let base: string;
 let key: string;
 before(async () => {
-  svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '10000', EPHEMAIL_LIMIT_ANON_PER_DAY: '100000', EPHEMAIL_PUBLIC_URL: 'https://mail.example.com/' });
+  svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '10000', EPHEMAIL_LIMIT_ANON_PER_DAY: '100000', EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '100', EPHEMAIL_PUBLIC_URL: 'https://mail.example.com/' });
   base = 'https://mail.example.com';
   key = (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key;
 });
@@ -151,6 +151,11 @@ describe('invalid_request names the field', () => {
   test('label over 100, contact_email over 254, wrong types, unknown fields', async () => {
     await expectError(await post('/api/v1/keys', JSON.stringify({ label: 'x'.repeat(101) })), 400, 'invalid_request', base, /label/);
     assert.equal((await post('/api/v1/keys', JSON.stringify({ label: 'x'.repeat(100) }))).status, 201);
+    // lengths count characters, not UTF-16 units: 100 emoji fit, 101 do not
+    const emoji = await post('/api/v1/keys', JSON.stringify({ label: '😀'.repeat(100) }));
+    assert.equal(emoji.status, 201, await emoji.clone().text());
+    assert.equal((await emoji.json()).data.label, '😀'.repeat(100));
+    await expectError(await post('/api/v1/keys', JSON.stringify({ label: '😀'.repeat(101) })), 400, 'invalid_request', base, /label/);
     await expectError(await post('/api/v1/keys', JSON.stringify({ contact_email: `${'a'.repeat(250)}@x.io` })), 400, 'invalid_request', base, /contact_email/);
     await expectError(await post('/api/v1/keys', JSON.stringify({ label: 5 })), 400, 'invalid_request', base, /label/);
     await expectError(await post('/api/v1/keys', JSON.stringify({ lable: 'typo' })), 400, 'invalid_request', base, /lable/);
