@@ -114,6 +114,8 @@ export function createSqliteStore(path: string, options: { random?: () => number
     ping: db.prepare('SELECT 1'),
   };
 
+  const lists = createListCache();
+
   /** Assigns ids (in input order) and builds the rows to insert. */
   const toRows = (emails: NewEmail[]): { rows: EmailRows[]; summaries: EmailSummary[] } => {
     const rows: EmailRows[] = [];
@@ -195,15 +197,22 @@ export function createSqliteStore(path: string, options: { random?: () => number
 
   return {
     capabilities: { sharedAcrossProcesses: false, orderedAcrossInboxes: true },
-    addEmails: groupCommit(db, addEmails, path === ':memory:' ? null : { path, toRows }),
+    addEmails: groupCommit(db, addEmails, path === ':memory:' ? null : { path, toRows }, (emails) => {
+      for (const e of emails) lists.forget(e.address);
+    }),
     listEmails: (address: string, query: ListQuery, now: number) =>
       guard(() => {
+        const key = `${query.since ? `s${query.since.toLowerCase()}` : query.before ? `b${query.before.toLowerCase()}` : ''}:${query.limit}`;
+        const hit = lists.get(address, key, now);
+        if (hit) return hit;
         const rows = query.since
           ? q.listSince.all(address, query.since.toLowerCase(), now, query.limit)
           : query.before
             ? q.listBefore.all(address, query.before.toLowerCase(), now, query.limit)
             : q.listNewest.all(address, now, query.limit);
-        return (rows as EmailRow[]).map(toSummary);
+        const out = (rows as EmailRow[]).map(toSummary);
+        lists.put(address, key, now, out);
+        return out;
       }),
     hasEmails: (address, now) => guard(() => q.hasEmails.get(address, now) !== undefined),
     getEmail: (id, now) =>
@@ -236,16 +245,24 @@ export function createSqliteStore(path: string, options: { random?: () => number
         const meta = toMeta(r);
         return { meta, chunks: readChunks(id, attachmentId, meta.sizeBytes) };
       }),
-    deleteEmail: (id, now) => guard(() => q.deleteEmail.run(id.toLowerCase(), now).changes > 0),
+    deleteEmail: (id, now) => guard(() => {
+      lists.clear();
+      return q.deleteEmail.run(id.toLowerCase(), now).changes > 0;
+    }),
     purgeInbox: (address, now) =>
       guard(() =>
         db.transaction(() => {
+          lists.forget(address);
           const live = q.purgeLive.run(address, now).changes;
           q.purgeAll.run(address);
           return live;
         })(),
       ),
-    sweepExpired: (now) => guard(() => q.sweep.run(now).changes),
+    sweepExpired: (now) => guard(() => {
+      const n = q.sweep.run(now).changes;
+      if (n > 0) lists.clear();
+      return n;
+    }),
     mintKey: (key, ip, max, windowMs, now) => guard(() => mint(key, ip, max, windowMs, now)),
     findKey: (hash) => guard(() => {
       const r = q.findKey.get(hash) as KeyRow | undefined;
@@ -334,6 +351,8 @@ function groupCommit(
   db: Database.Database,
   add: (emails: NewEmail[]) => EmailSummary[],
   file: { path: string; toRows: (emails: NewEmail[]) => { rows: EmailRows[]; summaries: EmailSummary[] } } | null,
+  /** Called for every call's emails once its fate is known (committed, failed or unknown), before it settles. */
+  changed: (emails: NewEmail[]) => void,
 ): (emails: NewEmail[]) => Promise<EmailSummary[]> {
   interface Job { emails: NewEmail[]; resolve: (s: EmailSummary[]) => void; reject: (e: unknown) => void }
   type Outcome = { ok: true; value: EmailSummary[] } | { ok: false; err: unknown };
@@ -390,6 +409,7 @@ function groupCommit(
         if (!batch || batch.seq !== m.seq) return;
         inFlight = null;
         batch.jobs.forEach((job, i) => {
+          changed(job.emails);
           const e = m.failed ?? m.errors?.[i];
           if (e) job.reject(asError(e));
           else job.resolve(batch.summaries[i]);
@@ -404,6 +424,7 @@ function groupCommit(
         const batch = inFlight;
         inFlight = null;
         // not known to be committed: a temporary failure, the sender retries
+        for (const job of batch?.jobs ?? []) changed(job.emails);
         for (const job of batch?.jobs ?? []) job.reject(new StoreUnavailableError('the SQLite writer thread stopped', { cause: err }));
         if (queue.length) schedule();
         else settleIdle();
@@ -447,10 +468,12 @@ function groupCommit(
         }
       })();
     } catch (err) {
+      for (const job of jobs) changed(job.emails);
       for (const job of jobs) job.reject(unavailable(err));
       return settleIdle();
     }
     jobs.forEach((job, i) => {
+      changed(job.emails);
       const o = outcomes[i];
       if (o.ok) job.resolve(o.value);
       else job.reject(unavailable(o.err));
@@ -469,4 +492,41 @@ function groupCommit(
       queue.push({ emails, resolve, reject });
       if (!inFlight) schedule();
     });
+}
+
+/**
+ * Recent listEmails results per address, so that pollers and woken long-polls repeating the same
+ * query do not each read the rows again. Exact, not approximate: an entry answers only a `now` at or
+ * after the one it was read at, before any of its emails expires, within a second; every write that
+ * can change an address's list forgets it (this process is the only writer of emails: the store is
+ * not shared across processes).
+ */
+function createListCache() {
+  interface Entry { at: number; until: number; rows: EmailSummary[] }
+  const MAX_ADDRESSES = 10_000;
+  const MAX_AGE_MS = 1000;
+  let byAddress = new Map<string, Map<string, Entry>>();
+  return {
+    get(address: string, key: string, now: number): EmailSummary[] | null {
+      const e = byAddress.get(address)?.get(key);
+      return e && now >= e.at && now < e.until ? e.rows.slice() : null;
+    },
+    put(address: string, key: string, now: number, rows: EmailSummary[]): void {
+      let until = now + MAX_AGE_MS;
+      for (const r of rows) if (r.expiresAt < until) until = r.expiresAt;
+      let m = byAddress.get(address);
+      if (!m) {
+        if (byAddress.size >= MAX_ADDRESSES) byAddress = new Map();
+        byAddress.set(address, (m = new Map()));
+      }
+      if (m.size >= 16) m.clear();
+      m.set(key, { at: now, until, rows: rows.slice() });
+    },
+    forget(address: string): void {
+      byAddress.delete(address);
+    },
+    clear(): void {
+      byAddress.clear();
+    },
+  };
 }
