@@ -1,7 +1,7 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
 import cors from '@fastify/cors';
 import { Value, ValueErrorType } from '@sinclair/typebox/value';
-import type { TSchema } from '@sinclair/typebox';
+import { Kind, type TSchema } from '@sinclair/typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
@@ -91,7 +91,7 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     // Bodies are checked strictly, before Ajv (which coerces types for the query string) sees them:
     // {"label": 5} is a wrong type, not the label "5".
     const schema = request.routeOptions.schema?.body as TSchema | undefined;
-    if (schema && request.body !== undefined) {
+    if (schema && Kind in schema && request.body !== undefined) { // TypeBox schemas only (a plain JSON schema is Ajv's alone)
       for (const e of Value.Errors(schema, request.body)) {
         // JSON Schema string lengths count characters (code points), TypeBox counts UTF-16 units:
         // a label of 100 emoji is 100 long. Ajv (which counts code points) checks lengths next.
