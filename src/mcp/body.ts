@@ -6,6 +6,9 @@ import { cut, neutraliseMarkers, normaliseNewlines, stripInvisible } from './unt
 /** Spec: the body is cut at 10,000 characters. */
 export const BODY_MAX_CHARS = 10_000;
 
+/** Text beyond this many characters is dropped before hygiene (it is past the cut anyway). */
+const PRE_CUT_CHARS = 100_000;
+
 /** Phrases of "this message is really in HTML" notices. */
 const STUB_PHRASES: RegExp[] = [
   /\b(?:view|read|see|open|display)\b[^.\n]{0,40}\b(?:in|on|with|using)\s+(?:a|an|your|the)?\s*(?:web\s*)?browser\b/i,
@@ -33,6 +36,7 @@ function withoutUrls(text: string): string {
  * A longer text part that merely starts with such a line is a real text version and is used.
  */
 export function isStubTextPart(text: string): boolean {
+  if (text.length > 20_000) return false; // far past any notice; not worth scanning
   const plain = withoutUrls(stripInvisible(text));
   if ((plain.match(/[\p{L}\p{N}]/gu)?.length ?? 0) < 20) return true;
   return plain.length <= 300 && STUB_PHRASES.some((re) => re.test(plain));
@@ -83,7 +87,9 @@ export interface RenderedBody {
  */
 export function renderBody(textBody: string | null, htmlBody: string | null): RenderedBody {
   const { source, text } = chooseBody(textBody, htmlBody);
-  const clean = neutraliseMarkers(stripInvisible(normaliseNewlines(text))).replace(/[ \t]+$/gm, '').replace(/\n{4,}/g, '\n\n\n').trim();
-  const truncated = clean.length > BODY_MAX_CHARS;
+  // hygiene only on a generous prefix: a 30 MB text part would cost a second for 10,000 characters
+  const pre = cut(text, PRE_CUT_CHARS);
+  const clean = neutraliseMarkers(stripInvisible(normaliseNewlines(pre))).replace(/[ \t]+$/gm, '').replace(/\n{4,}/g, '\n\n\n').trim();
+  const truncated = clean.length > BODY_MAX_CHARS || pre.length < text.length;
   return { body: truncated ? cut(clean, BODY_MAX_CHARS) : clean, truncated, source };
 }

@@ -99,6 +99,18 @@ describe('the 10,000-character cut', () => {
     assert.doesNotMatch(r.body, /secret/);
   });
 
+  test('a 30 MB text part is cut quickly; a body cut before hygiene is still flagged', () => {
+    const text = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit.\n'.repeat(500_000);
+    const t0 = Date.now();
+    const r = renderBody(text, null);
+    assert.ok(Date.now() - t0 < 500, `${Date.now() - t0} ms`);
+    assert.equal(r.body, text.slice(0, BODY_MAX_CHARS));
+    assert.equal(r.truncated, true);
+    const invisible = renderBody(`${'\u200b'.repeat(150_000)}short`, null);
+    assert.equal(invisible.body, '');
+    assert.equal(invisible.truncated, true, 'what lay past the prefix was dropped, and that is said');
+  });
+
   test('a surrogate pair is never split at the cut', () => {
     const r = renderBody(`${'a'.repeat(BODY_MAX_CHARS - 1)}😀tail`, null);
     assert.equal(r.truncated, true);
