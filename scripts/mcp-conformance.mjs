@@ -35,10 +35,17 @@ function run(cmd, argv, options = {}) {
   return new Promise((done) => {
     const child = spawn(cmd, argv, { stdio: options.quiet ? ['ignore', 'pipe', 'pipe'] : 'inherit', cwd: root, env: process.env });
     let out = '';
+    const timer = setTimeout(() => {
+      out += `\n(timed out after ${options.timeoutMs} ms)`;
+      child.kill('SIGKILL');
+    }, options.timeoutMs ?? 600_000);
     child.stdout?.on('data', (d) => (out += d));
     child.stderr?.on('data', (d) => (out += d));
     child.on('error', (err) => done({ code: 127, out: String(err) }));
-    child.on('exit', (code, signal) => done({ code: code ?? (signal ? 1 : 0), out }));
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer);
+      done({ code: code ?? (signal ? 1 : 0), out });
+    });
   });
 }
 
@@ -84,7 +91,8 @@ function startService() {
   });
 }
 
-const probe = await run(npxBin, [...NPX, '--version'], { quiet: true });
+// fetching node@22 and the suite the first time takes a while; an offline registry must not hang the tests
+const probe = await run(npxBin, [...NPX, '--version'], { quiet: true, timeoutMs: 180_000 });
 if (probe.code !== 0) {
   const banner = '#'.repeat(78);
   console.error(`\n${banner}\n# MCP CONFORMANCE SUITE UNAVAILABLE: npx could not fetch ${PACKAGE} (or node@22).\n# Nothing was checked. Output:\n${probe.out.split('\n').slice(-8).map((l) => `#   ${l}`).join('\n')}\n${banner}\n`);
@@ -104,7 +112,7 @@ try {
     results.push({ name: `suite ${suite}`, ok: r.code === 0 });
   } else {
     for (const scenario of scenarios.length ? scenarios : SCENARIOS) {
-      const r = await run(npxBin, [...NPX, 'server', '--url', url, '--scenario', scenario, '--expected-failures', BASELINE]);
+      const r = await run(npxBin, [...NPX, 'server', '--url', url, '--scenario', scenario, '--expected-failures', BASELINE], { timeoutMs: 120_000 });
       results.push({ name: scenario, ok: r.code === 0 });
     }
   }
