@@ -34,6 +34,17 @@ describe('wait', () => {
     assert.equal((await svc.api('/api/v1/inboxes/w1%40ephemail.test/emails?wait=0')).status, 200);
   });
 
+  test('with a key, a bad address or cursor is answered at once, not after the wait', async () => {
+    const t0 = Date.now();
+    await expectError(await waitFor('x@gmail.com', 'wait=10'), 404, 'not_found', baseOf(svc));
+    await expectError(await waitFor('not-an-address', 'wait=10'), 400, 'invalid_request', baseOf(svc));
+    await expectError(await waitFor('ok@ephemail.test', 'wait=10&since=nope'), 400, 'invalid_request', baseOf(svc), /since/);
+    assert.ok(Date.now() - t0 < 2000);
+    // and none of them kept a wait slot
+    const all = await Promise.all(Array.from({ length: 5 }, (_, i) => waitFor(`free${i}@ephemail.test`, 'wait=1')));
+    assert.deepEqual(all.map((r) => r.status), [200, 200, 200, 200, 200]);
+  });
+
   test('a wait is woken by mail sent over SMTP and returns it well before the deadline', async () => {
     const address = 'woken@ephemail.test';
     const t0 = Date.now();
