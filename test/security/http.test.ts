@@ -61,6 +61,16 @@ function expectEnvelope(r: { status: number; headers: Record<string, string>; bo
   return body.error;
 }
 
+/**
+ * A clock that stays in the middle of the current minute, so a burst never straddles a window
+ * boundary (the limiter's windows are fixed minutes); it moves on only a few ms per call.
+ */
+function midMinuteClock() {
+  const start = Math.floor(Date.now() / 60_000) * 60_000 + 20_000;
+  let ticks = 0;
+  return { now: () => start + Math.min(ticks++, 10_000) };
+}
+
 const headersOf = (res: Response) => Object.fromEntries(res.headers.entries());
 const BAD = { 400: 'invalid_request', 404: 'not_found' };
 
@@ -227,7 +237,7 @@ describe('client IP and rate limits', () => {
   });
 
   test('X-Forwarded-For is ignored unless EPHEMAIL_TRUST_PROXY; IPv6 clients share their /64', async () => {
-    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5' }, { mounts: [] });
+    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5' }, { mounts: [], clock: midMinuteClock() });
     try {
       const app = svc.service.app;
       const get = (remoteAddress: string, xff?: string) =>
@@ -242,7 +252,7 @@ describe('client IP and rate limits', () => {
     } finally {
       await svc.stop();
     }
-    const proxied = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5', EPHEMAIL_TRUST_PROXY: 'true' }, { mounts: [] });
+    const proxied = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5', EPHEMAIL_TRUST_PROXY: 'true' }, { mounts: [], clock: midMinuteClock() });
     try {
       const app = proxied.service.app;
       const codes: number[] = [];
@@ -254,7 +264,7 @@ describe('client IP and rate limits', () => {
   });
 
   test('200 parallel anonymous requests → exactly 60 succeed, the rest get 429 rate_limited', async () => {
-    const svc = await startService({}, { mounts: [] });
+    const svc = await startService({}, { mounts: [], clock: midMinuteClock() });
     try {
       const res = await Promise.all(Array.from({ length: 200 }, () => fetch(`${svc.http}/api/v1/domains`).then(async (r) => ({ status: r.status, body: await r.text(), h: headersOf(r) }))));
       assert.equal(res.filter((r) => r.status === 200).length, 60);
@@ -273,7 +283,7 @@ describe('API keys', () => {
   let svc: TestService;
   let key: string;
   before(async () => {
-    svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '20' }, { mounts: [] });
+    svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '20' }, { mounts: [], clock: midMinuteClock() });
     const r = await svc.service.app.inject({ method: 'POST', url: '/api/v1/keys', remoteAddress: '192.0.2.50', payload: { label: 'sec' } });
     assert.equal(r.statusCode, 201, r.body);
     key = r.json().data.api_key;
