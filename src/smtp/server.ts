@@ -27,7 +27,7 @@ export interface SmtpLimits {
 
 export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
   maxClients: 1000,
-  maxPerIp: 20,
+  maxPerIp: 50,
   sessionMs: 10 * 60_000,
   idleMs: 60_000,
 });

@@ -54,7 +54,7 @@ test(`${IDLE_SMTP} idle SMTP connections and ${HELD_POLLS} held long-polls: boun
   await (await fetch(`${http}/api/v1/inboxes/warm@${D}/emails`)).arrayBuffer();
   const base = rssMiB(pid);
 
-  // 1,000 idle SMTP connections, 20 from each of 50 loopback addresses (the per-IP cap is 20)
+  // 1,000 idle SMTP connections, 20 from each of 50 loopback addresses (under the per-IP cap of 50)
   const greetings = await Promise.all(Array.from({ length: IDLE_SMTP }, (_, i) => idle(svc!.smtpPort, `127.0.0.${2 + Math.floor(i / 20)}`)));
   assert.equal(greetings.filter((g) => g.startsWith('220')).length, IDLE_SMTP);
   const afterSmtp = rssMiB(pid);
