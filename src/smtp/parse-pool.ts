@@ -61,14 +61,17 @@ function tsxEntry(): string | null {
 }
 
 export interface ParsePoolOptions {
-  /** Worker count; default: one per core but one (the main thread has SMTP and SQLite), at least 1, at most 4. */
+  /**
+   * Most workers; default: one per core, at most 4. One starts with the first message; another
+   * whenever every running one already holds two messages (HTML-heavy mail keeps a core busy each).
+   */
   workers?: number;
   /** Warnings (a worker died, the pool fell back to the main thread). */
   warn?: (msg: string, err?: unknown) => void;
 }
 
 export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
-  const want = options.workers ?? Math.max(1, Math.min(4, availableParallelism() - 1));
+  const max = Math.max(1, options.workers ?? Math.min(4, availableParallelism()));
   const warn = options.warn ?? (() => undefined);
   const tsx = tsxEntry();
   interface Slot {
@@ -131,13 +134,14 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
       if (!started) {
         // started on first use: an idle service pays neither start-up time nor memory for them
         started = true;
-        for (let i = 0; i < want; i++) slots.push(spawnSlot());
+        slots.push(spawnSlot());
       }
       // until a worker is up (loading the parser takes a moment, longer through tsx) this thread parses
       let slot: Slot | null = null;
       for (const s of slots) if (s.ready && (!slot || s.inflight.size < slot.inflight.size)) slot = s;
       if (!slot) return parseMessage(raw, limits);
       const target = slot;
+      if (target.inflight.size >= 2 && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
       const id = nextId++;
       const task: Task = { id, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments } };
       return new Promise<ParsedMessage>((resolve, reject) => {
