@@ -67,11 +67,11 @@ async function waitPort(port: number): Promise<void> {
   throw new Error(`port ${port} never opened`);
 }
 
-/** smtp-source: -s sessions, -m messages, -l size, -d: one connection per... no: -d disconnects; we keep sessions. */
+/** smtp-source: -s parallel sessions, -m messages in all, -l message size, -d: keep each session for many messages (no pipelining). */
 function smtpSource(port: number, messages: number, sizeBytes: number): { msgsPerSec: number } | null {
   if (!SMTP_SOURCE) return null;
   const t0 = performance.now();
-  const r = spawnSync(SMTP_SOURCE, ['-s', String(CONNECTIONS), '-m', String(messages), '-l', String(sizeBytes), '-f', 'sender@bench.example', '-t', 'user1@ephemail.test', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000 });
+  const r = spawnSync(SMTP_SOURCE, ['-d', '-s', String(CONNECTIONS), '-m', String(messages), '-l', String(sizeBytes), '-f', 'sender@bench.example', '-t', 'user1@ephemail.test', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000 });
   const ms = performance.now() - t0;
   if (r.status !== 0) return null;
   return { msgsPerSec: (messages / ms) * 1000 };
