@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { createMemoryBus } from '../../src/bus/memory.ts';
 import { createMemoryLimiter } from '../../src/limiter/memory.ts';
+import { contentDisposition } from '../../src/http/download.ts';
 import { parseMessage, safeFilename } from '../../src/smtp/parse.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import type { Store } from '../../src/store/store.ts';
@@ -119,6 +120,20 @@ describe('safeFilename', () => {
       assert.doesNotMatch(out, /[\u0000-\u001f\u007f\u202a-\u202e\u2066-\u2069/\\]/);
       assert.ok(out.length > 0);
     });
+  }
+});
+
+describe('contentDisposition (RFC 6266)', () => {
+  const table: [string, string][] = [
+    ['report.pdf', `attachment; filename="report.pdf"; filename*=UTF-8''report.pdf`],
+    ['résumé.pdf', `attachment; filename="resume.pdf"; filename*=UTF-8''r%C3%A9sum%C3%A9.pdf`],
+    ['添付ファイル', `attachment; filename="attachment"; filename*=UTF-8''%E6%B7%BB%E4%BB%98%E3%83%95%E3%82%A1%E3%82%A4%E3%83%AB`],
+    ['請求書.pdf', `attachment; filename="attachment.pdf"; filename*=UTF-8''%E8%AB%8B%E6%B1%82%E6%9B%B8.pdf`],
+    ['a"b;c%d\\e.txt', `attachment; filename="a_b_c_d_e.txt"; filename*=UTF-8''a%22b%3Bc%25d%5Ce.txt`],
+    ["it's (1).txt", `attachment; filename="it's (1).txt"; filename*=UTF-8''it%27s%20%281%29.txt`],
+  ];
+  for (const [name, header] of table) {
+    test(`contentDisposition(${JSON.stringify(name)})`, () => assert.equal(contentDisposition(name), header));
   }
 });
 
