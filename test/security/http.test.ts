@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import fc from 'fast-check';
 import { ipBucket } from '../../src/domain/limits.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 
@@ -154,6 +155,28 @@ describe('malformed HTTP requests get the envelope', () => {
       if (path.includes('//') || path.endsWith('/')) assert.match(e.message, /empty segment/);
     });
   }
+
+  test('fuzzed paths, queries and headers (fast-check): never a 500, every error is the envelope', async () => {
+    const seg = fc.oneof(
+      fc.constantFrom('api', 'v1', 'inboxes', 'emails', 'attachments', 'keys', 'me', 'domains', 'health', 'openapi.json', '..', '.', '%2e%2e', '%2f', '%00', '%', '%zz', '%C0%AE', '%E2%80%AE', 'a@ephemail.test', 'a@x', '@', '019a0000-0000-7000-8000-000000000000', ''),
+      fc.string({ maxLength: 12 }).map(encodeURIComponent),
+    );
+    const path = fc.tuple(fc.constantFrom('/api/v1/', '/api/v1/inboxes/', '/api/v1/emails/', '/'), fc.array(seg, { maxLength: 5 })).map(([p, xs]) => p + xs.join('/'));
+    const query = fc.array(fc.tuple(fc.constantFrom('limit', 'since', 'before', 'wait', 'x', '__proto__', 'limit[]'), fc.oneof(fc.constantFrom('1e309', '-1', '0', '100', '101', 'NaN', '', '%', '019a0000-0000-7000-8000-000000000000'), fc.string({ maxLength: 8 }).map(encodeURIComponent))), { maxLength: 3 })
+      .map((kv) => (kv.length ? `?${kv.map(([k, v]) => `${k}=${v}`).join('&')}` : ''));
+    const method = fc.constantFrom('GET', 'POST', 'DELETE', 'PUT', 'PATCH', 'OPTIONS', 'HEAD');
+    const headers = fc.record({ 'content-type': fc.constantFrom('application/json', 'text/plain', 'application/json; charset=latin1', 'multipart/form-data'), 'x-api-key': fc.constantFrom(undefined, '', 'eph_x', 'eph_' + 'A'.repeat(40)) }, { requiredKeys: [] });
+    const body = fc.oneof(fc.constant(undefined), fc.json({ maxDepth: 3 }), fc.string({ maxLength: 40 }));
+    await fc.assert(fc.asyncProperty(method, path, query, headers, body, async (m, p, q, h, b) => {
+      const clean = Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined)) as Record<string, string>;
+      const r = await rawHttp(svc.http, `${m} ${p}${q} HTTP/1.1${Object.entries(clean).map(([k, v]) => `\n${k}: ${v}`).join('')}`, m === 'GET' || m === 'HEAD' || b === undefined ? '' : b);
+      assert.ok(r.status > 0 && r.status < 500, `${m} ${p}${q}: ${r.status} ${r.body.slice(0, 200)}`);
+      if (r.status >= 400 && m !== 'HEAD') {
+        const e = JSON.parse(r.body);
+        assert.deepEqual(Object.keys(e), ['error'], `${m} ${p}${q}: ${r.body.slice(0, 200)}`);
+      }
+    }), { numRuns: Number(process.env.EPHEMAIL_FC_RUNS ?? 400), seed: Number(process.env.EPHEMAIL_FC_SEED ?? 60) });
+  });
 
   test('unicode addresses: a Unicode local part is named (200); unicode or unknown domains are not', async () => {
     const ok = await rawHttp(svc.http, `GET /api/v1/inboxes/${encodeURIComponent('üser@ephemail.test')}/emails HTTP/1.1`);
