@@ -4,7 +4,10 @@ import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { createMemoryBus } from '../../src/bus/memory.ts';
+import { createMemoryLimiter } from '../../src/limiter/memory.ts';
 import { createSmtpReceiver, type SmtpListener } from '../../src/smtp/server.ts';
+import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { SmtpClient, message, sendRaw, toWire } from './smtp-client.ts';
 
@@ -254,6 +257,36 @@ describe('SMTP connection limits', () => {
     assert.equal(r.code, 421, r.text);
     client.socket.destroy();
     assert.equal((await listEmails(svc, to)).length, 0);
+  });
+});
+
+describe('SMTP session deadline while the service decides', () => {
+  test('a deadline that passes while a message is being stored: the 250 comes first, then 421', async () => {
+    const inner = createSqliteStore(':memory:');
+    const slow = new Proxy(inner, {
+      get(target, prop, recv) {
+        const v = Reflect.get(target, prop, recv);
+        if (prop === 'addEmails') return async (...args: unknown[]) => (await new Promise((r) => setTimeout(r, 1500)), (v as (...a: unknown[]) => unknown).apply(target, args));
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+    const svc = await startService({}, { mounts: [], backends: { store: slow, bus: createMemoryBus(), limiter: createMemoryLimiter() } });
+    const rx = createSmtpReceiver(svc.service.core, { sessionMs: 700 });
+    const port = ((await rx.listen(0, '127.0.0.1')) as AddressInfo).port;
+    try {
+      const { client } = await open(port);
+      assert.equal((await client.cmd('MAIL FROM:<a@example.org>')).code, 250);
+      assert.equal((await client.cmd(`RCPT TO:<decide@${D}>`)).code, 250);
+      const data = await client.data(toWire(message({ From: 'a@example.org', Subject: 'slow store' }, 'x')));
+      assert.equal(data.code, 250, `the message's own reply is never replaced: ${data.text}`);
+      const bye = await client.read(5000);
+      assert.equal(bye.code, 421, bye.text);
+      client.socket.destroy();
+      assert.equal((await listEmails(svc, `decide@${D}`)).length, 1);
+    } finally {
+      await rx.close();
+      await svc.stop();
+    }
   });
 });
 
