@@ -27,7 +27,9 @@ export type Mount = (app: FastifyInstance, core: Core) => Promise<void> | void;
 export async function buildApp(core: Core, mounts: Mount[] = []): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: core.log as unknown as FastifyBaseLogger,
-    trustProxy: core.config.trustProxy,
+    // one trusted hop (the load balancer): the client is the address it appended last, so a client
+    // cannot pick its own bucket by sending an X-Forwarded-For of its own (which `true` would honour)
+    trustProxy: core.config.trustProxy ? (_address: string, hop: number) => hop === 0 : false,
     bodyLimit: BODY_LIMIT,
     requestTimeout: 120_000, // above the 30 s wait
     keepAliveTimeout: 65_000,
