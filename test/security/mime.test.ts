@@ -241,6 +241,26 @@ describe('storage faults', () => {
     });
   }
 
+  test('the real SQLite store, its write lock held by another connection for over busy_timeout (5 s) → 451, then 250 once free', async () => {
+    const svc = await startService({}, { mounts: [] });
+    const Database = (await import('better-sqlite3')).default;
+    const other = new Database(svc.service.core.config.store.slice('sqlite:'.length));
+    try {
+      other.exec('BEGIN IMMEDIATE');
+      const r = await sendRaw(svc.smtpPort, { from: 'a@example.org', to: [`locked@${D}`], body: message({ Subject: 'locked' }, 'x') });
+      assert.equal(r.data?.code, 451, r.data?.text);
+      other.exec('ROLLBACK');
+      const again = await sendRaw(svc.smtpPort, { from: 'a@example.org', to: [`locked@${D}`], body: message({ Subject: 'free' }, 'x') });
+      assert.equal(again.data?.code, 250, again.data?.text);
+      const list = await (await svc.api(`/api/v1/inboxes/locked@${D}/emails`)).json();
+      assert.deepEqual(list.data.map((e: any) => e.subject), ['free'], 'only the acknowledged message is stored');
+    } finally {
+      if (other.inTransaction) other.exec('ROLLBACK');
+      other.close();
+      await svc.stop();
+    }
+  });
+
   for (const [code, reply] of [['SQLITE_FULL', 452], ['SQLITE_BUSY', 451], ['SQLITE_IOERR', 451], [null, 451]] as const) {
     test(`${code ?? 'an unknown store error'} → ${reply}, never 250`, async () => {
       const store = failingStore(code);
