@@ -126,7 +126,7 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
         results.push(r);
         const ratio = r.sinkMsgsPerSec ? `  | smtp-sink ${fmt(r.sinkMsgsPerSec)} msgs/s → ephemail at ${((r.msgsPerSec.median / r.sinkMsgsPerSec.median) * 100).toFixed(0)}% of sink` : '';
         log(`  ${r.name.padEnd(22)} ${fmt(r.msgsPerSec)} msgs/s  ${fmt(r.mbPerSec, 1)} MB/s  p50 ${fmt(r.p50, 1)} ms  p99 ${fmt(r.p99, 1)} ms  peak RSS ${r.peakRssMb.toFixed(0)} MB  failed ${r.failed}${ratio}`);
-        if (!opts.quick && SMTP_SOURCE && sink && c === cases(false)[0]) {
+        if (!opts.quick && SMTP_SOURCE && sink && c.message.name === cases(false)[0].message.name) {
           const src = [];
           const srcSink = [];
           for (let i = 0; i < opts.runs; i++) {
