@@ -178,6 +178,16 @@ describe('SMTP hostile input', () => {
     await client.quit();
   });
 
+  test('a Unicode local part (SMTPUTF8) is accepted and the API names it in NFC', async () => {
+    const { client } = await open(svc.smtpPort);
+    assert.equal((await client.cmd('MAIL FROM:<a@example.org> SMTPUTF8')).code, 250);
+    assert.equal((await client.cmd(`RCPT TO:<Ju\u0308rgen@${D}>`)).code, 250, 'decomposed ü, capital J');
+    const r = await client.data(toWire(message({ From: 'a@example.org', Subject: 'utf8' }, 'x')));
+    assert.equal(r.code, 250, r.text);
+    await client.quit();
+    assert.equal((await listEmails(svc, `jürgen@${D}`)).length, 1);
+  });
+
   test('bare-LF "\\n.\\n" smuggling yields exactly one message; only CRLF.CRLF ends DATA', async () => {
     const to = `smuggle@${D}`;
     const { client } = await open(svc.smtpPort);
