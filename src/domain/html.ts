@@ -12,7 +12,9 @@ const TAGS = [
 ];
 const COMMON_ATTRS = ['aria-hidden', 'hidden', 'align', 'bgcolor', 'border', 'class', 'color', 'dir', 'height', 'id', 'lang', 'style', 'title', 'valign', 'width'];
 
-const SANITIZE: sanitizeHtml.IOptions = {
+const SANITIZE: sanitizeHtml.IOptions & { allowedEmptyAttributes: string[] } = {
+  // boolean `hidden` and empty `alt` carry meaning (hidden text must stay recognisable for read_email)
+  allowedEmptyAttributes: ['hidden', 'alt'],
   allowedTags: TAGS,
   allowedAttributes: {
     '*': COMMON_ATTRS,
