@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { SmtpClient, message, toWire } from './smtp-client.ts';
+import { SmtpClient, message, toWire } from '../helpers/smtp.ts';
 import { spawnService, type ServiceProcess } from './process.ts';
 
 const D = 'ephemail.test';

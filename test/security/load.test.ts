@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { spawnService, type ServiceProcess } from './process.ts';
-import { message, sendRaw } from './smtp-client.ts';
+import { message, sendRaw } from '../helpers/smtp.ts';
 
 const D = 'ephemail.test';
 const IDLE_SMTP = 1000;

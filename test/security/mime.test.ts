@@ -9,7 +9,7 @@ import { parseMessage, safeFilename } from '../../src/smtp/parse.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import type { Store } from '../../src/store/store.ts';
 import { startService, type TestService } from '../helpers/service.ts';
-import { message, sendRaw } from './smtp-client.ts';
+import { message, sendRaw } from '../helpers/smtp.ts';
 
 const D = 'ephemail.test';
 const LIMITS = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };

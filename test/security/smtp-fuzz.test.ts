@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
-import { SmtpClient, type Reply } from './smtp-client.ts';
+import { SmtpClient, type Reply } from '../helpers/smtp.ts';
 
 const SEED = Number(process.env.EPHEMAIL_FUZZ_SEED ?? 20261122);
 const INPUTS = Number(process.env.EPHEMAIL_FUZZ_INPUTS ?? 400);

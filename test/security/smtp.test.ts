@@ -9,7 +9,7 @@ import { createMemoryLimiter } from '../../src/limiter/memory.ts';
 import { createSmtpReceiver, type SmtpListener } from '../../src/smtp/server.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { startService, type TestService } from '../helpers/service.ts';
-import { SmtpClient, message, sendRaw, toWire } from './smtp-client.ts';
+import { SmtpClient, message, sendRaw, toWire } from '../helpers/smtp.ts';
 
 const D = 'ephemail.test';
 
