@@ -21,7 +21,13 @@ interface Task {
   raw: Uint8Array;
   limits: ParseLimits;
 }
-type Reply = { id: number; parsed: ParsedMessage } | { id: number; error: string } | { ready: true } | { fatal: string };
+type Result = { id: number; parsed: ParsedMessage } | { id: number; error: string };
+// Messages travel in batches (one postMessage per turn of the event loop, each way): a post costs
+// more than the copy of a small message.
+type Reply = { results: Result[] } | { ready: true } | { fatal: string };
+
+// Captured at load: a test's fake timers must not stall parsing.
+const nextTurn = globalThis.setImmediate;
 
 const WORKER_FLAG = 'ephemailParseWorker';
 
@@ -78,6 +84,8 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
     worker: Worker;
     ready: boolean;
     inflight: Map<number, { resolve: (p: ParsedMessage) => void; reject: (e: Error) => void }>;
+    outbox: Task[];
+    transfer: ArrayBuffer[];
   }
   let slots: Slot[] = [];
   let nextId = 1;
@@ -88,7 +96,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   const spawnSlot = (): Slot => {
     const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx } });
     worker.unref(); // never keeps the process alive; close() ends it
-    const slot: Slot = { worker, ready: false, inflight: new Map() };
+    const slot: Slot = { worker, ready: false, inflight: new Map(), outbox: [], transfer: [] };
     worker.on('message', (m: Reply) => {
       if ('ready' in m) {
         slot.ready = true;
@@ -98,11 +106,13 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
         worker.emit('error', new Error(m.fatal));
         return;
       }
-      const job = slot.inflight.get(m.id);
-      if (!job) return;
-      slot.inflight.delete(m.id);
-      if ('parsed' in m) job.resolve(m.parsed);
-      else job.reject(new Error(`parse worker: ${m.error}`));
+      for (const r of m.results) {
+        const job = slot.inflight.get(r.id);
+        if (!job) continue;
+        slot.inflight.delete(r.id);
+        if ('parsed' in r) job.resolve(r.parsed);
+        else job.reject(new Error(`parse worker: ${r.error}`));
+      }
     });
     const fail = (err: Error) => {
       if (!slots.includes(slot)) return;
@@ -148,7 +158,16 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
         target.inflight.set(id, { resolve, reject });
         // a buffer that is a view into a larger (pooled) one is copied, never transferred
         const own = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
-        target.worker.postMessage(task, own ? [raw.buffer as ArrayBuffer] : []);
+        if (own) target.transfer.push(raw.buffer as ArrayBuffer);
+        if (target.outbox.push(task) === 1) {
+          nextTurn(() => {
+            const tasks = target.outbox;
+            const transfer = target.transfer;
+            target.outbox = [];
+            target.transfer = [];
+            if (slots.includes(target)) target.worker.postMessage({ tasks }, transfer);
+          });
+        }
       });
     },
     async close() {
@@ -207,11 +226,25 @@ class ConcatBlob {
 if (!isMainThread && parentPort && (workerData as Record<string, unknown> | null)?.[WORKER_FLAG]) {
   (globalThis as { Blob: unknown }).Blob = ConcatBlob;
   const port = parentPort;
-  port.on('message', (t: Task) => {
-    parseMessage(t.raw, t.limits).then(
-      (parsed) => port.postMessage({ id: t.id, parsed }, transferables(parsed)),
-      (err: unknown) => port.postMessage({ id: t.id, error: String((err as Error)?.message ?? err) }),
-    );
+  let results: Result[] = [];
+  let transfer: ArrayBuffer[] = [];
+  const send = (r: Result, t: ArrayBuffer[]) => {
+    if (results.push(r) === 1) {
+      nextTurn(() => {
+        port.postMessage({ results }, transfer);
+        results = [];
+        transfer = [];
+      });
+    }
+    transfer.push(...t);
+  };
+  port.on('message', ({ tasks }: { tasks: Task[] }) => {
+    for (const t of tasks) {
+      parseMessage(t.raw, t.limits).then(
+        (parsed) => send({ id: t.id, parsed }, transferables(parsed)),
+        (err: unknown) => send({ id: t.id, error: String((err as Error)?.message ?? err) }, []),
+      );
+    }
   });
   port.postMessage({ ready: true });
 }
