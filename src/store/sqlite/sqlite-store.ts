@@ -115,6 +115,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
   };
 
   const lists = createListCache();
+  const emails = createEmailCache();
 
   /** Assigns ids (in input order) and builds the rows to insert. */
   const toRows = (emails: NewEmail[]): { rows: EmailRows[]; summaries: EmailSummary[] } => {
@@ -217,9 +218,11 @@ export function createSqliteStore(path: string, options: { random?: () => number
     hasEmails: (address, now) => guard(() => q.hasEmails.get(address, now) !== undefined),
     getEmail: (id, now) =>
       guard((): EmailFull | null => {
+        const hit = emails.get(id.toLowerCase(), now);
+        if (hit) return hit;
         const r = q.getEmail.get(id.toLowerCase(), now) as FullRow | undefined;
         if (!r) return null;
-        return {
+        return emails.put({
           ...toSummary(r),
           to: r.to_header,
           cc: r.cc_header,
@@ -228,7 +231,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
           textBody: r.text_body,
           htmlBody: r.html_body,
           attachments: r.attachment_count > 0 ? (q.listAttachments.all(r.id) as any[]).map(toMeta) : [],
-        };
+        });
       }),
     listAttachments: (emailId, now) =>
       guard(() => {
@@ -247,12 +250,14 @@ export function createSqliteStore(path: string, options: { random?: () => number
       }),
     deleteEmail: (id, now) => guard(() => {
       lists.clear();
+      emails.forget(id.toLowerCase());
       return q.deleteEmail.run(id.toLowerCase(), now).changes > 0;
     }),
     purgeInbox: (address, now) =>
       guard(() =>
         db.transaction(() => {
           lists.forget(address);
+          emails.clear();
           const live = q.purgeLive.run(address, now).changes;
           q.purgeAll.run(address);
           return live;
@@ -260,7 +265,10 @@ export function createSqliteStore(path: string, options: { random?: () => number
       ),
     sweepExpired: (now) => guard(() => {
       const n = q.sweep.run(now).changes;
-      if (n > 0) lists.clear();
+      if (n > 0) {
+        lists.clear();
+        emails.clear();
+      }
       return n;
     }),
     mintKey: (key, ip, max, windowMs, now) => guard(() => mint(key, ip, max, windowMs, now)),
@@ -527,6 +535,46 @@ function createListCache() {
     },
     clear(): void {
       byAddress.clear();
+    },
+  };
+}
+
+/**
+ * Recently read emails by id: an email never changes after it is stored, so a copy answers until it
+ * expires, is deleted or purged (each forgets it; a sweep forgets all). Bounded by count and by the
+ * size of the bodies it holds; filled by reads only, never by ingest.
+ */
+function createEmailCache() {
+  const MAX_ENTRIES = 2000;
+  const MAX_CHARS = 8 * 1024 * 1024;
+  let byId = new Map<string, { email: EmailFull; chars: number }>();
+  let chars = 0;
+  const copy = (e: EmailFull): EmailFull => ({ ...e, headers: e.headers.map((h) => ({ ...h })), attachments: e.attachments.map((a) => ({ ...a })) });
+  return {
+    get(id: string, now: number): EmailFull | null {
+      const e = byId.get(id);
+      return e && now < e.email.expiresAt ? copy(e.email) : null;
+    },
+    put(email: EmailFull): EmailFull {
+      const size = (email.textBody?.length ?? 0) + (email.htmlBody?.length ?? 0) + 1024;
+      if (size > MAX_CHARS / 8) return email;
+      if (byId.size >= MAX_ENTRIES || chars + size > MAX_CHARS) {
+        byId = new Map();
+        chars = 0;
+      }
+      byId.set(email.id, { email: copy(email), chars: size });
+      chars += size;
+      return email;
+    },
+    forget(id: string): void {
+      const e = byId.get(id);
+      if (!e) return;
+      byId.delete(id);
+      chars -= e.chars;
+    },
+    clear(): void {
+      byId = new Map();
+      chars = 0;
     },
   };
 }
