@@ -112,9 +112,12 @@ export function createSqliteStore(path: string, options: { random?: () => number
     revokable: db.prepare("SELECT * FROM api_keys WHERE substr(prefix, 1, length(?)) = ? AND revoked_at IS NULL"),
     revoke: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE hash = ?'),
     ping: db.prepare('SELECT 1'),
+    dataVersion: db.prepare('PRAGMA data_version').pluck(),
   };
 
   const lists = createListCache();
+  const keys = new Map<string, KeyRecord>();
+  let keysVersion = -1;
   const emails = createEmailCache();
 
   /** Assigns ids (in input order) and builds the rows to insert. */
@@ -273,11 +276,26 @@ export function createSqliteStore(path: string, options: { random?: () => number
     }),
     mintKey: (key, ip, max, windowMs, now) => guard(() => mint(key, ip, max, windowMs, now)),
     findKey: (hash) => guard(() => {
+      // a key found before answers again while no other connection (the operator's CLI revoking
+      // keys, the writer thread) committed anything since: SQLite's data_version says so exactly
+      const version = q.dataVersion.get() as number;
+      if (version !== keysVersion) {
+        keys.clear();
+        keysVersion = version;
+      }
+      const known = keys.get(hash);
+      if (known) return { ...known };
       const r = q.findKey.get(hash) as KeyRow | undefined;
-      return r ? toKey(r) : null;
+      if (!r) return null;
+      if (keys.size >= 10_000) keys.clear();
+      keys.set(hash, toKey(r));
+      return toKey(r);
     }),
     listKeys: () => guard(() => (q.listKeys.all() as KeyRow[]).map(toKey)),
-    revokeKeys: (prefix, now) => guard(() => revoke(prefix, now)),
+    revokeKeys: (prefix, now) => guard(() => {
+      keys.clear();
+      return revoke(prefix, now);
+    }),
     ping: () => guard(() => void q.ping.get()),
     async close() {
       await commitsDone.get(db)?.();
