@@ -3,19 +3,10 @@
 import PostalMime, { decodeWords } from 'postal-mime';
 import type { Attachment as PmAttachment, Email as PmEmail } from 'postal-mime';
 import { sanitizeEmailHtml } from '../domain/html.ts';
-import type { HeaderField, NewAttachment } from '../store/store.ts';
+import type { NewAttachment, NewEmail } from '../store/store.ts';
 
-export interface ParsedMessage {
-  sender: string;
-  subject: string;
-  to: string;
-  cc: string;
-  messageId: string | null;
-  headers: HeaderField[];
-  textBody: string | null;
-  htmlBody: string | null;
-  attachments: NewAttachment[];
-}
+/** A message as parsed, before it is addressed to an inbox and timed. */
+export type ParsedMessage = Omit<NewEmail, 'address' | 'mailedBy' | 'receivedAt' | 'expiresAt'>;
 
 export interface ParseLimits {
   maxAttachmentBytes: number;

@@ -15,33 +15,35 @@ export interface NewAttachment {
   content: Uint8Array;
 }
 
-/** One parsed email for one inbox, before the store assigns its id. */
-export interface NewEmail {
+/** What every email has, from its envelope and arrival (summaries carry these). */
+interface Arrival {
   /** Normalised (lowercase) inbox address. */
   address: string;
   sender: string;
   mailedBy: string | null;
   subject: string;
+  receivedAt: number;
+  expiresAt: number;
+}
+
+/** The parsed body and headers of a message (full emails carry these). */
+export interface MessageContent {
   to: string;
   cc: string;
   messageId: string | null;
   headers: HeaderField[];
   textBody: string | null;
   htmlBody: string | null;
-  attachments: NewAttachment[];
-  receivedAt: number;
-  expiresAt: number;
 }
 
-export interface EmailSummary {
+/** One parsed email for one inbox, before the store assigns its id. */
+export interface NewEmail extends Arrival, MessageContent {
+  attachments: NewAttachment[];
+}
+
+export interface EmailSummary extends Arrival {
   id: string;
-  address: string;
-  sender: string;
-  mailedBy: string | null;
-  subject: string;
   hasAttachments: boolean;
-  receivedAt: number;
-  expiresAt: number;
 }
 
 export interface AttachmentMeta {
@@ -52,13 +54,7 @@ export interface AttachmentMeta {
   sizeBytes: number;
 }
 
-export interface EmailFull extends EmailSummary {
-  to: string;
-  cc: string;
-  messageId: string | null;
-  headers: HeaderField[];
-  textBody: string | null;
-  htmlBody: string | null;
+export interface EmailFull extends EmailSummary, MessageContent {
   attachments: AttachmentMeta[];
 }
 
