@@ -30,6 +30,8 @@ type Reply = { results: Result[] } | { ready: true } | { fatal: string };
 const nextTurn = globalThis.setImmediate;
 
 const WORKER_FLAG = 'ephemailParseWorker';
+/** A parse taking longer than this means the worker is stuck (a 30 MiB message parses in seconds). */
+const STUCK_MS = 60_000;
 
 /** Every distinct ArrayBuffer behind the attachments (transferred back, not copied). */
 function transferables(p: ParsedMessage): ArrayBuffer[] {
@@ -83,7 +85,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   interface Slot {
     worker: Worker;
     ready: boolean;
-    inflight: Map<number, { resolve: (p: ParsedMessage) => void; reject: (e: Error) => void }>;
+    inflight: Map<number, { resolve: (p: ParsedMessage) => void; reject: (e: Error) => void; since: number }>;
     outbox: Task[];
     transfer: ArrayBuffer[];
   }
@@ -92,6 +94,16 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   let closed = false;
   let broken = false; // workers cannot start here: parse on the main thread
   let started = false;
+  // A worker stuck on one message (a parser bug, a pathological input) is replaced: its messages get
+  // a temporary error instead of holding their sessions until they time out.
+  const watchdog = setInterval(() => {
+    const now = Date.now();
+    for (const s of slots) {
+      const oldest = s.inflight.values().next().value;
+      if (oldest && now - oldest.since > STUCK_MS) void s.worker.terminate();
+    }
+  }, STUCK_MS / 4);
+  watchdog.unref();
 
   const spawnSlot = (): Slot => {
     const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx } });
@@ -155,7 +167,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
       const id = nextId++;
       const task: Task = { id, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments } };
       return new Promise<ParsedMessage>((resolve, reject) => {
-        target.inflight.set(id, { resolve, reject });
+        target.inflight.set(id, { resolve, reject, since: Date.now() });
         // a buffer that is a view into a larger (pooled) one is copied, never transferred
         const own = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
         if (own) target.transfer.push(raw.buffer as ArrayBuffer);
@@ -172,6 +184,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
     },
     async close() {
       closed = true;
+      clearInterval(watchdog);
       const all = slots;
       slots = [];
       for (const s of all) for (const job of s.inflight.values()) job.reject(new Error('parse pool closed'));
