@@ -18,6 +18,8 @@ export interface Config {
   emailTtlSeconds: number;
   trustProxy: boolean;
   maxMessageBytes: number;
+  /** Bytes of DATA all SMTP sessions together may hold in memory at once; above it new DATA gets 452. */
+  maxInflightBytes: number;
   anon: Limits;
   key: Limits & { concurrentWaits: number };
   keysPerIpPerDay: number;
@@ -100,6 +102,7 @@ export function loadConfig(env: Env = process.env): Config {
     emailTtlSeconds: int(env, 'EPHEMAIL_EMAIL_TTL_SECONDS', 3600, 1),
     trustProxy: bool(env, 'EPHEMAIL_TRUST_PROXY', false),
     maxMessageBytes: int(env, 'EPHEMAIL_MAX_MESSAGE_BYTES', 31457280, 1024),
+    maxInflightBytes: int(env, 'EPHEMAIL_MAX_INFLIGHT_BYTES', 512 * 1024 * 1024, 1024),
     anon: Object.freeze({
       perMinute: int(env, 'EPHEMAIL_LIMIT_ANON_PER_MINUTE', 60, 1),
       perDay: int(env, 'EPHEMAIL_LIMIT_ANON_PER_DAY', 1000, 1),

@@ -85,6 +85,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   const { config } = core;
   const limits: SmtpLimits = { ...DEFAULT_SMTP_LIMITS, ...overrides };
   const perIp = new Map<string, number>();
+  let inflightBytes = 0;
   let running = false;
   // MIME parsing runs on worker threads (started on the first message); SQLite stays on this one
   const parsePool = createParsePool({ warn: (msg, err) => core.log.warn({ err }, msg) });
@@ -170,17 +171,39 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       }
       callback();
     },
-    onData(stream: SMTPServerDataStream, session, callback) {
-      const chunks: Buffer[] = [];
+    onData(stream: SMTPServerDataStream, session, reply) {
+      let chunks: Buffer[] = [];
       let size = 0;
+      // Bytes this message holds against the budget shared by every session (so 1,000 slow senders
+      // cannot make the process hold 1,000 × 30 MiB); released once, when the reply goes out.
+      let held = 0;
+      let overBudget = false;
+      const callback: typeof reply = (err, message) => {
+        inflightBytes -= held;
+        held = 0;
+        reply(err, message);
+      };
       stream.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        if (size <= config.maxMessageBytes) chunks.push(chunk);
+        if (size > config.maxMessageBytes || overBudget) return;
+        if (inflightBytes + chunk.length > config.maxInflightBytes) {
+          overBudget = true; // keep draining the stream, buffer nothing more
+          chunks = [];
+          inflightBytes -= held;
+          held = 0;
+          return;
+        }
+        inflightBytes += chunk.length;
+        held += chunk.length;
+        chunks.push(chunk);
       });
       stream.on('error', (err) => callback(smtpReplyFor(err)));
       stream.on('end', () => {
         if (stream.sizeExceeded || size > config.maxMessageBytes) {
           return callback(smtpError(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageBytes} bytes`));
+        }
+        if (overBudget) {
+          return callback(smtpError(452, '4.3.1 Insufficient system resources: too much mail in flight, try again later'));
         }
         // an unpooled buffer of its own: it is handed (not copied) to a parse worker
         const raw = Buffer.allocUnsafeSlow(size);
