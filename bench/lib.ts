@@ -2,6 +2,7 @@
 // read its peak RSS, summarise runs (median and min–max), format figures.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -170,14 +171,105 @@ export function machineLine(): string {
 export interface BenchOptions {
   quick: boolean;
   runs: number;
+  /** `sqlite` (default): one node on a fresh SQLite file; `redis`: `nodes` nodes sharing one Redis. */
+  store?: 'sqlite' | 'redis';
+  /** Nodes to start (Redis store only; default 1). Load is spread over them round-robin. */
+  nodes?: number;
+  /** Redis to use with `store: 'redis'` (a keys prefix of its own is added, and its keys deleted after). */
+  redisUrl?: string;
 }
+
+/** Default Redis of `--store redis`: database 13 of the local Redis (plus a prefix per service set). */
+export const DEFAULT_BENCH_REDIS_URL = process.env.EPHEMAIL_BENCH_REDIS_URL || 'redis://127.0.0.1:6379/13';
+
+const VALUE_FLAGS = ['--store', '--nodes', '--redis'];
 
 export function parseArgs(argv: string[]): BenchOptions & { only: string[] } {
   const quick = argv.includes('--quick');
   const runsArg = argv.find((a) => a.startsWith('--runs='));
   const runs = runsArg ? Math.max(1, Number(runsArg.slice(7))) : quick ? 1 : 3;
-  const only = argv.filter((a) => !a.startsWith('--'));
-  return { quick, runs, only };
+  // `--store redis` / `--store=redis`, `--nodes 3` / `--nodes=3`, `--redis=redis://host:port/db`
+  const value = (flag: string): string | undefined => {
+    const eq = argv.find((a) => a.startsWith(flag + '='));
+    if (eq) return eq.slice(flag.length + 1);
+    const i = argv.indexOf(flag);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const only = argv.filter((a, i) => !a.startsWith('--') && !VALUE_FLAGS.includes(argv[i - 1]));
+  const store = value('--store') ?? 'sqlite';
+  if (store !== 'sqlite' && store !== 'redis') throw new Error(`--store ${store}: pick sqlite or redis`);
+  const nodes = Math.max(1, Number(value('--nodes') ?? 1));
+  if (store === 'sqlite' && nodes > 1) throw new Error('--nodes > 1 needs --store redis (SQLite is one process)');
+  return { quick, runs, only, store, nodes, redisUrl: value('--redis') ?? DEFAULT_BENCH_REDIS_URL };
+}
+
+/** "sqlite" or "redis, 3 nodes" */
+export function storeLabel(opts: BenchOptions): string {
+  return opts.store === 'redis' ? `redis, ${opts.nodes ?? 1} node${(opts.nodes ?? 1) > 1 ? 's' : ''}` : 'sqlite';
+}
+
+/** The nodes a benchmark drives (one for SQLite), and how to stop them and clean up after them. */
+export interface ServiceSet {
+  nodes: ServiceProcess[];
+  /** Peak RSS of each node, MB. */
+  peakRss(): number[];
+  stop(): Promise<void>;
+}
+
+let serviceSets = 0;
+
+/**
+ * Starts what `opts` asks for: one SQLite node (as `startService`), or `opts.nodes` nodes on one Redis
+ * with a key prefix of their own (`bench-<pid>-<time>-<n>:`), the same session secret, each on its own
+ * ports. `stop()` stops the nodes, then deletes every key under the prefix.
+ */
+export async function startServices(opts: BenchOptions, env: Record<string, string> = {}): Promise<ServiceSet> {
+  const nodes: ServiceProcess[] = [];
+  const make = (cleanup: () => Promise<void>): ServiceSet => ({
+    nodes,
+    peakRss: () => nodes.map((n) => rssOf(n.pid).peakMb),
+    async stop() {
+      await Promise.all(nodes.map((n) => n.stop()));
+      await cleanup();
+    },
+  });
+  if (opts.store !== 'redis') {
+    nodes.push(await startService(env));
+    return make(async () => {});
+  }
+  const base = opts.redisUrl ?? DEFAULT_BENCH_REDIS_URL;
+  const prefix = `bench-${process.pid}-${Date.now().toString(36)}-${serviceSets++}:`;
+  const url = `${base}${base.includes('?') ? '&' : '?'}prefix=${prefix}`;
+  const shared = { EPHEMAIL_STORE: url, EPHEMAIL_SESSION_SECRET: randomBytes(32).toString('hex'), ...env };
+  const set = make(async () => void (await deleteRedisKeys(base, prefix)));
+  try {
+    for (let i = 0; i < (opts.nodes ?? 1); i++) nodes.push(await startService(shared));
+  } catch (err) {
+    await set.stop();
+    throw err;
+  }
+  return set;
+}
+
+/** Deletes every key under `prefix` (SCAN + UNLINK) in the Redis of `url`; returns how many. */
+export async function deleteRedisKeys(url: string, prefix: string): Promise<number> {
+  const { Redis } = await import('ioredis');
+  const m = /^redis:\/\/([^/:?]+)(?::(\d+))?(?:\/(\d+))?/.exec(url);
+  if (!m) throw new Error(`not a redis:// URL: ${url}`);
+  const r = new Redis({ host: m[1], port: Number(m[2] ?? 6379), db: Number(m[3] ?? 0), lazyConnect: true, maxRetriesPerRequest: 2 });
+  await r.connect();
+  let deleted = 0;
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) deleted += await r.unlink(...keys);
+    } while (cursor !== '0');
+  } finally {
+    r.disconnect();
+  }
+  return deleted;
 }
 
 /** Creates an API key over HTTP. */

@@ -116,13 +116,15 @@ export function attachmentMessage(kb: number): Message {
 export interface LoadOptions {
   host?: string;
   port: number;
+  /** Several nodes: connection c goes to `ports[c % ports.length]` (round-robin; `port` is then unused). */
+  ports?: number[];
   connections: number;
   messages: number;
   message: Message;
   /** Recipient for message i (default: a fixed one). */
   rcpt?: (i: number) => string;
-  /** Called with the final reply of each message (after it was counted). */
-  onReply?: (i: number, code: number, line: string, sentAt: number, at: number) => void;
+  /** Called with the final reply of each message (after it was counted); `connection` is its session's index. */
+  onReply?: (i: number, code: number, line: string, sentAt: number, at: number, connection: number) => void;
   timeoutMs?: number;
   /** Send QUIT at the end (smtp-sink and ephemail both take it). */
   quit?: boolean;
@@ -183,7 +185,7 @@ export function runLoad(o: LoadOptions): Promise<LoadResult> {
     };
 
     for (let c = 0; c < o.connections; c++) {
-      const sock = connect(o.port, host);
+      const sock = connect(o.ports?.length ? o.ports[c % o.ports.length] : o.port, host);
       sockets.push(sock);
       sock.setNoDelay(true);
       let buf = '';
@@ -251,7 +253,7 @@ export function runLoad(o: LoadOptions): Promise<LoadResult> {
               ok++;
               latencies.push(at - sentAt);
             } else if (envOk) fail(line);
-            o.onReply?.(current, code, line, sentAt, at);
+            o.onReply?.(current, code, line, sentAt, at, c);
             if (ok + failed >= o.messages) return done();
             return startMessage();
           }

@@ -6,7 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { fmt, freePort, machineLine, parseArgs, percentile, rssOf, sleep, spread, startService, type BenchOptions, type ServiceProcess } from './lib.ts';
+import { fmt, freePort, machineLine, parseArgs, percentile, rssOf, sleep, spread, startServices, storeLabel, type BenchOptions, type ServiceProcess } from './lib.ts';
 import { attachmentMessage, htmlMessage, runLoad, textMessage, type Message } from './smtp-load.ts';
 
 const SMTP_SINK = ['/usr/sbin/smtp-sink', '/usr/lib/postfix/sbin/smtp-sink'].find((p) => existsSync(p)) ?? null;
@@ -41,9 +41,11 @@ interface RunFigures {
   failed: number;
 }
 
-async function loadOnce(port: number, c: IngestCase, connections = CONNECTIONS): Promise<RunFigures> {
+/** `port`: one port, or several nodes' ports (sessions spread round-robin). */
+async function loadOnce(port: number | number[], c: IngestCase, connections = CONNECTIONS): Promise<RunFigures> {
   await sleep(100); // the service counts a closed session off its per-IP cap (20) a moment later
-  const r = await runLoad({ port, connections, messages: c.messages, message: c.message, rcpt: (i) => `user${i % 500}@ephemail.test`, timeoutMs: 180_000 });
+  const ports = typeof port === 'number' ? [port] : port;
+  const r = await runLoad({ port: ports[0], ports, connections, messages: c.messages, message: c.message, rcpt: (i) => `user${i % 500}@ephemail.test`, timeoutMs: 180_000 });
   if (r.ok === 0) throw new Error(`no message accepted: ${r.firstError}`);
   return { msgsPerSec: r.msgsPerSec, mbPerSec: r.mbPerSec, p50: percentile(r.latencies, 50), p99: percentile(r.latencies, 99), failed: r.failed + (c.messages - r.ok - r.failed) };
 }
@@ -84,6 +86,8 @@ export interface IngestResult {
   p50: ReturnType<typeof spread>;
   p99: ReturnType<typeof spread>;
   peakRssMb: number;
+  /** Peak RSS of each node (one for SQLite), MB. */
+  peakRssPerNodeMb?: number[];
   failed: number;
   sinkMsgsPerSec?: ReturnType<typeof spread>;
 }
@@ -103,15 +107,17 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
   try {
     const all = cases(opts.quick).filter((c) => !opts.cases?.length || opts.cases.some((k) => c.message.name.toLowerCase().includes(k)));
     for (const c of all) {
-      const svc = shared ?? (await startService());
+      const set = shared ? null : await startServices(opts);
+      const svc = shared ?? set!.nodes[0];
+      const ports = set ? set.nodes.map((n) => n.smtpPort) : [svc.smtpPort];
       try {
         // warm-up: JIT, SQLite page cache, worker start
-        if (!opts.quick) await loadOnce(svc.smtpPort, { message: c.message, messages: Math.min(c.messages, 500) });
+        if (!opts.quick) await loadOnce(ports, { message: c.message, messages: Math.min(c.messages, 500) });
         const runs: RunFigures[] = [];
         const sinkRuns: number[] = [];
         for (let i = 0; i < opts.runs; i++) {
           if (sink) sinkRuns.push((await loadOnce(sinkPort, c)).msgsPerSec);
-          runs.push(await loadOnce(svc.smtpPort, c));
+          runs.push(await loadOnce(ports, c));
         }
         const r: IngestResult = {
           name: c.message.name,
@@ -119,14 +125,15 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
           mbPerSec: spread(runs.map((x) => x.mbPerSec)),
           p50: spread(runs.map((x) => x.p50)),
           p99: spread(runs.map((x) => x.p99)),
-          peakRssMb: rssOf(svc.pid).peakMb,
+          peakRssMb: set ? Math.max(...set.peakRss()) : rssOf(svc.pid).peakMb,
+          peakRssPerNodeMb: set ? set.peakRss() : [rssOf(svc.pid).peakMb],
           failed: runs.reduce((a, x) => a + x.failed, 0),
           sinkMsgsPerSec: sinkRuns.length ? spread(sinkRuns) : undefined,
         };
         results.push(r);
         const ratio = r.sinkMsgsPerSec ? `  | smtp-sink ${fmt(r.sinkMsgsPerSec)} msgs/s → ephemail at ${((r.msgsPerSec.median / r.sinkMsgsPerSec.median) * 100).toFixed(0)}% of sink` : '';
-        log(`  ${r.name.padEnd(22)} ${fmt(r.msgsPerSec)} msgs/s  ${fmt(r.mbPerSec, 1)} MB/s  p50 ${fmt(r.p50, 1)} ms  p99 ${fmt(r.p99, 1)} ms  peak RSS ${r.peakRssMb.toFixed(0)} MB  failed ${r.failed}${ratio}`);
-        if (!opts.quick && SMTP_SOURCE && sink && c.message.name === cases(false)[0].message.name) {
+        log(`  ${r.name.padEnd(22)} ${fmt(r.msgsPerSec)} msgs/s  ${fmt(r.mbPerSec, 1)} MB/s  p50 ${fmt(r.p50, 1)} ms  p99 ${fmt(r.p99, 1)} ms  peak RSS ${r.peakRssPerNodeMb!.map((m) => m.toFixed(0)).join(' / ')} MB  failed ${r.failed}${ratio}`);
+        if (!opts.quick && SMTP_SOURCE && sink && ports.length === 1 && c.message.name === cases(false)[0].message.name) {
           const src = [];
           const srcSink = [];
           for (let i = 0; i < opts.runs; i++) {
@@ -141,7 +148,7 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
           }
         }
       } finally {
-        if (!shared) await svc.stop();
+        await set?.stop();
       }
     }
   } finally {
@@ -152,7 +159,7 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const opts = parseArgs(process.argv.slice(2));
-  console.log(`# SMTP ingest, ${CONNECTIONS} pipelined sessions, ${opts.runs} run(s) — ${machineLine()}`);
+  console.log(`# SMTP ingest (${storeLabel(opts)}), ${CONNECTIONS} pipelined sessions, ${opts.runs} run(s) — ${machineLine()}`);
   // positional words pick cases by name: `text`, `html`, `attachment`
   await benchIngest({ ...opts, cases: opts.only });
 }
