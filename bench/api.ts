@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { createKey, fmt, freePort, machineLine, parseArgs, rssOf, sleep, spread, startService, ROOT, type BenchOptions, type ServiceProcess, type Spread } from './lib.ts';
+import { createKey, fmt, freePort, machineLine, parseArgs, rssOf, sleep, spread, startServices, storeLabel, ROOT, type BenchOptions, type ServiceProcess, type Spread } from './lib.ts';
 import { runLoad, textMessage } from './smtp-load.ts';
 
 const CONNECTIONS = 20;
@@ -18,6 +18,27 @@ function cannon(url: string, headers: Record<string, string>, seconds: number): 
       resolve({ rps: r.requests.average, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx });
     });
   });
+}
+
+/**
+ * Several nodes: the CONNECTIONS spread round-robin over `urls` (one autocannon per node, run
+ * together); req/s and errors are summed, p99 is the highest of the nodes' p99s.
+ */
+async function cannonMany(urls: string[], headers: Record<string, string>, seconds: number): Promise<Awaited<ReturnType<typeof cannon>>> {
+  if (urls.length === 1) return cannon(urls[0], headers, seconds);
+  const rs = await Promise.all(
+    urls.map(
+      (url, i) =>
+        new Promise<{ rps: number; p99: number; errors: number; non2xx: number }>((resolve, reject) => {
+          const connections = Math.floor(CONNECTIONS / urls.length) + (i < CONNECTIONS % urls.length ? 1 : 0);
+          autocannon({ url, headers, connections, pipelining: 1, duration: seconds }, (err, r) => {
+            if (err) return reject(err);
+            resolve({ rps: r.requests.average, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx });
+          });
+        }),
+    ),
+  );
+  return rs.reduce((a, r) => ({ rps: a.rps + r.rps, p99: Math.max(a.p99, r.p99), errors: a.errors + r.errors, non2xx: a.non2xx + r.non2xx }));
 }
 
 async function startBare(bodies: Record<string, unknown>, dir: string) {
@@ -61,12 +82,14 @@ export interface ApiResult {
 export async function benchApi(opts: BenchOptions, log: (s: string) => void = console.log, shared?: ServiceProcess): Promise<ApiResult[]> {
   const stored = opts.quick ? 30 : 1000;
   const seconds = opts.quick ? 0.3 : 5;
-  const svc = shared ?? (await startService());
+  const set = shared ? null : await startServices(opts);
+  const nodes = set ? set.nodes : [shared!];
+  const svc = nodes[0];
   const out: ApiResult[] = [];
   try {
     const key = await createKey(svc.http);
     const address = `reader${Date.now()}@ephemail.test`;
-    const fill = await runLoad({ port: svc.smtpPort, connections: 10, messages: stored, message: textMessage(5), rcpt: () => address });
+    const fill = await runLoad({ port: svc.smtpPort, ports: nodes.map((n) => n.smtpPort), connections: 10, messages: stored, message: textMessage(5), rcpt: () => address });
     if (fill.ok !== stored) throw new Error(`stored ${fill.ok} of ${stored}: ${fill.firstError}`);
     const headers = { authorization: `Bearer ${key}` };
     const listPath = `/api/v1/inboxes/${encodeURIComponent(address)}/emails?limit=25`;
@@ -75,7 +98,9 @@ export async function benchApi(opts: BenchOptions, log: (s: string) => void = co
     const getPath = `/api/v1/emails/${list.data[12].id}`;
     const got = await (await fetch(svc.http + getPath, { headers })).json();
     const bodies = { '/bare/list': list, '/bare/get': got };
-    const bare = await startBare(bodies, svc.dir);
+    // as many bare processes as nodes: the ceiling has the same process shape
+    const bares = [];
+    for (const n of nodes) bares.push(await startBare(bodies, n.dir));
     try {
       const cases = [
         { name: `list (25 of ${stored})`, path: listPath, barePath: '/bare/list' },
@@ -83,14 +108,14 @@ export async function benchApi(opts: BenchOptions, log: (s: string) => void = co
       ];
       for (const c of cases) {
         if (!opts.quick) {
-          await cannon(svc.http + c.path, headers, 1); // warm-up
-          await cannon(bare.base + c.barePath, {}, 1);
+          await cannonMany(nodes.map((n) => n.http + c.path), headers, 1); // warm-up
+          await cannonMany(bares.map((b) => b.base + c.barePath), {}, 1);
         }
         const mine: Awaited<ReturnType<typeof cannon>>[] = [];
         const ceil: Awaited<ReturnType<typeof cannon>>[] = [];
         for (let i = 0; i < opts.runs; i++) {
-          ceil.push(await cannon(bare.base + c.barePath, {}, seconds));
-          mine.push(await cannon(svc.http + c.path, headers, seconds));
+          ceil.push(await cannonMany(bares.map((b) => b.base + c.barePath), {}, seconds));
+          mine.push(await cannonMany(nodes.map((n) => n.http + c.path), headers, seconds));
         }
         const r: ApiResult = {
           name: c.name,
@@ -105,18 +130,18 @@ export async function benchApi(opts: BenchOptions, log: (s: string) => void = co
         out.push(r);
         log(`  ${r.name.padEnd(20)} ${fmt(r.rps)} req/s  p99 ${fmt(r.p99)} ms  | bare Fastify ${fmt(r.bareRps)} req/s p99 ${fmt(r.bareP99)} ms → ${(r.ratio * 100).toFixed(0)}% of bare  errors/non-2xx ${r.errors}`);
       }
-      log(`  service peak RSS ${rssOf(svc.pid).peakMb.toFixed(0)} MB`);
+      log(`  service peak RSS ${nodes.map((n) => rssOf(n.pid).peakMb.toFixed(0)).join(' / ')} MB${nodes.length > 1 ? ` (${nodes.length} nodes; bare: ${bares.length} processes)` : ''}`);
     } finally {
-      await bare.stop();
+      await Promise.all(bares.map((b) => b.stop()));
     }
   } finally {
-    if (!shared) await svc.stop();
+    await set?.stop();
   }
   return out;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const opts = parseArgs(process.argv.slice(2));
-  console.log(`# API reads, autocannon ${CONNECTIONS} connections, ${opts.runs} run(s) — ${machineLine()}`);
+  console.log(`# API reads (${storeLabel(opts)}), autocannon ${CONNECTIONS} connections, ${opts.runs} run(s) — ${machineLine()}`);
   await benchApi(opts);
 }
