@@ -46,3 +46,11 @@ export const MIGRATIONS: string[] = [
   CREATE INDEX api_keys_by_prefix ON api_keys(prefix);
   `,
 ];
+
+/** Inserts shared by the main connection and the commit thread. */
+export const INSERT_EMAIL = `INSERT INTO emails (id, address, sender, mailed_by, subject, to_header, cc_header, message_id,
+      headers_json, text_body, html_body, attachment_count, received_at, expires_at)
+      VALUES (@id, @address, @sender, @mailedBy, @subject, @to, @cc, @messageId, @headersJson, @textBody, @htmlBody,
+      @attachmentCount, @receivedAt, @expiresAt)`;
+export const INSERT_ATTACHMENT = `INSERT INTO attachments (email_id, id, position, filename, content_type, size_bytes, content)
+      VALUES (?, ?, ?, ?, ?, ?, ?)`;
