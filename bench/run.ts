@@ -1,8 +1,8 @@
-// `npm run bench [-- --quick] [-- --runs=N] [-- ingest api longpoll startup]`: runs the benchmarks
+// `npm run bench [-- --quick] [-- --runs=N] [-- --store redis [--nodes 3] [--redis=URL]] [-- ingest api longpoll startup]`: runs the benchmarks
 // one after another (each starts its own service) and prints their figures. Not part of `npm test`
 // (test/bench/bench-smoke.test.ts runs the --quick mode).
 import { benchApi } from './api.ts';
-import { machineLine, parseArgs } from './lib.ts';
+import { machineLine, parseArgs, storeLabel } from './lib.ts';
 import { benchLongPoll } from './longpoll.ts';
 import { benchIngest } from './smtp.ts';
 import { benchStartup } from './startup.ts';
@@ -16,7 +16,7 @@ if (unknown.length) {
   console.error(`unknown benchmark ${unknown.join(', ')}; pick from ${all.join(', ')}`);
   process.exit(2);
 }
-console.log(`# ephemail benchmarks${opts.quick ? ' (quick: tiny sizes, not figures)' : ''} — ${machineLine()}; ${opts.runs} run(s) each, median (min–max)`);
+console.log(`# ephemail benchmarks (${storeLabel(opts)})${opts.quick ? ' (quick: tiny sizes, not figures)' : ''} — ${machineLine()}; ${opts.runs} run(s) each, median (min–max)`);
 const started = performance.now();
 if (picked.includes('ingest')) {
   console.log('## 1. SMTP ingest, end to end (250 = committed)');
@@ -30,7 +30,8 @@ if (picked.includes('longpoll')) {
   console.log('## 3. Long-poll fan-out');
   await benchLongPoll(opts);
 }
-if (picked.includes('startup')) {
+if (picked.includes('startup') && opts.store === 'redis') console.log('## 4. Start-up and idle: skipped with --store redis (measured with SQLite)');
+else if (picked.includes('startup')) {
   console.log('## 4. Start-up and idle');
   await benchStartup({ ...opts, compiled: args.includes('--compiled') });
 }
