@@ -4,14 +4,26 @@
 // check, Accept with JSON only, batches refused, signed Mcp-Session-Id on initialize, per-session
 // rate-limit buckets, GET/DELETE → 405, and JSON-RPC errors (never the /api/v1 envelope) for
 // everything that goes wrong before a message reaches the SDK.
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { isInitializeRequest, isJSONRPCRequest, JSONRPCMessageSchema, type JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+//
+// The SDK, zod, the tools and the HTML→text converter are loaded at the first POST /mcp, not at
+// start (start-up time and idle memory; issue 7): the route is registered at start all the same.
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BODY_LIMIT } from '../http/app.ts';
 import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
-import { buildServer, limitError, listTools, PROTOCOL_VERSIONS } from './server.ts';
 import { createSessionIds } from './session.ts';
+
+/** The SDK and the tool definitions, imported once, on first use. */
+async function loadSdk() {
+  const [{ WebStandardStreamableHTTPServerTransport }, { isInitializeRequest, isJSONRPCRequest, JSONRPCMessageSchema }, { buildServer, limitError, listTools, PROTOCOL_VERSIONS }] = await Promise.all([
+    import('@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js'),
+    import('@modelcontextprotocol/sdk/types.js'),
+    import('./server.ts'),
+  ]);
+  return { WebStandardStreamableHTTPServerTransport, isInitializeRequest, isJSONRPCRequest, JSONRPCMessageSchema, buildServer, limitError, PROTOCOL_VERSIONS, wireTools: listTools() };
+}
+type Sdk = Awaited<ReturnType<typeof loadSdk>>;
 
 type Id = string | number | null;
 
@@ -57,7 +69,7 @@ const header = (request: FastifyRequest, name: string): string | undefined => {
 
 export async function registerMcp(app: FastifyInstance, core: Core): Promise<void> {
   const sessions = createSessionIds(core.config.sessionSecret);
-  const wireTools = listTools();
+  let sdk: Promise<Sdk> | null = null;
   const log = core.log.child({ face: 'mcp' });
 
   await app.register(async (mcp) => {
@@ -99,6 +111,12 @@ export async function registerMcp(app: FastifyInstance, core: Core): Promise<voi
         return rpcError(reply, 400, RPC.parseError, 'Parse error: the body is not valid JSON');
       }
       if (Array.isArray(raw)) return rpcError(reply, 400, RPC.invalidRequest, 'Invalid Request: batches are not supported; send one JSON-RPC message per request');
+      // a failed import is retried by the next request (it fails this one with a 500)
+      sdk ??= loadSdk().catch((err: unknown) => {
+        sdk = null;
+        throw err;
+      });
+      const { WebStandardStreamableHTTPServerTransport, isInitializeRequest, isJSONRPCRequest, JSONRPCMessageSchema, buildServer, limitError, PROTOCOL_VERSIONS, wireTools } = await sdk;
       const parsed = JSONRPCMessageSchema.safeParse(raw);
       if (!parsed.success) {
         const id = raw && typeof raw === 'object' && ['string', 'number'].includes(typeof (raw as { id?: unknown }).id) ? ((raw as { id: Id }).id) : null;

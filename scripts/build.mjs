@@ -1,0 +1,133 @@
+#!/usr/bin/env node
+// The compiled form of src/: an esbuild bundle (packages stay external) that bin/ephemail.js runs
+// instead of loading TypeScript through tsx at run time (start-up time and idle memory; issue 7,
+// bench/README.md "Start-up and idle").
+//
+// - `npm ci` builds it (the `prepare` script); bin/ephemail.js rebuilds it whenever the sources
+//   changed (a content fingerprint of src/, tsconfig.json and this file), so nothing ever runs stale
+//   code, and falls back to tsx if it cannot build.
+// - Code splitting keeps the lazy imports lazy (the tool endpoint, the web pages, Redis): each
+//   `import()` target is its own chunk, with its own imports of packages.
+// - The parse worker (src/smtp/parse-pool.ts) is a second entry, so its module sits in a chunk of
+//   its own that the worker can load (it loads `import.meta.url`) without running main.
+// - Every output file is named by its content hash and written by rename, and the manifest naming
+//   the main entry is written last, by rename: processes starting or building at the same time (a
+//   test suite) never see a half-written file, and a running service still finds its own lazy
+//   chunks after a rebuild. Files of older builds are removed after a week.
+//
+// Output: node_modules/.cache/ephemail/ (ignored by git, wiped by `npm ci`).
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const OUT_DIR = join(ROOT, 'node_modules', '.cache', 'ephemail');
+const MANIFEST = join(OUT_DIR, 'manifest.json');
+const ASSETS = join(ROOT, 'src', 'web', 'assets');
+const KEEP_OLD_MS = 7 * 24 * 3600_000;
+
+function walk(dir, out) {
+  for (const name of readdirSync(dir).sort()) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) walk(path, out);
+    else out.push(path);
+  }
+  return out;
+}
+
+/** A hash of every file the bundle is made from (names and contents). */
+export function fingerprint() {
+  const h = createHash('sha256');
+  for (const file of [...walk(join(ROOT, 'src'), []), join(ROOT, 'tsconfig.json'), fileURLToPath(import.meta.url)]) {
+    h.update(relative(ROOT, file)).update('\0').update(readFileSync(file)).update('\0');
+  }
+  return h.digest('hex');
+}
+
+function readManifest() {
+  try {
+    return JSON.parse(readFileSync(MANIFEST, 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+/** Writes `data` to `path` atomically (a temporary file renamed over it). */
+function writeAtomic(path, data) {
+  const tmp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  writeFileSync(tmp, data);
+  renameSync(tmp, path);
+}
+
+/** Builds the bundle; returns the main entry's path. */
+export async function build() {
+  const print = fingerprint(); // before reading the sources: an edit during the build makes the next start rebuild
+  const esbuild = await import('esbuild');
+  const result = await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: { main: 'src/main.ts', 'parse-worker': 'src/smtp/parse-pool.ts' },
+    bundle: true,
+    splitting: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    outdir: OUT_DIR,
+    entryNames: '[name]-[hash]',
+    chunkNames: 'chunk-[hash]',
+    outExtension: { '.js': '.mjs' },
+    write: false,
+    metafile: true,
+    logLevel: 'warning',
+  });
+  const outputs = Object.entries(result.metafile.outputs);
+  const mainOut = outputs.find(([, o]) => o.entryPoint === 'src/main.ts')?.[0];
+  const poolOut = outputs.find(([, o]) => 'src/smtp/parse-pool.ts' in o.inputs)?.[0];
+  // the worker loads the file holding the parse pool's module: it must not be main's (main would start a service)
+  if (!mainOut || !poolOut || poolOut === mainOut) throw new Error('build: the parse pool must be in a chunk of its own, not in the main entry');
+
+  mkdirSync(join(OUT_DIR, 'assets'), { recursive: true });
+  const current = new Set(['manifest.json', 'assets']);
+  for (const file of result.outputFiles) {
+    current.add(relative(OUT_DIR, file.path));
+    let same = false;
+    try {
+      same = statSync(file.path).size === file.contents.byteLength; // named by content hash: present means identical
+    } catch {}
+    if (!same) writeAtomic(file.path, file.contents);
+  }
+  // src/web/routes.ts reads ./assets/ next to itself
+  for (const name of readdirSync(ASSETS)) writeAtomic(join(OUT_DIR, 'assets', name), readFileSync(join(ASSETS, name)));
+  const main = join(ROOT, mainOut);
+  writeAtomic(MANIFEST, JSON.stringify({ fingerprint: print, main: relative(OUT_DIR, main) }) + '\n');
+
+  const now = Date.now();
+  for (const name of readdirSync(OUT_DIR)) {
+    if (current.has(name)) continue;
+    const path = join(OUT_DIR, name);
+    try {
+      if (now - statSync(path).mtimeMs > KEEP_OLD_MS) rmSync(path, { force: true });
+    } catch {}
+  }
+  return main;
+}
+
+/** The URL of the main entry of a bundle of the current sources, building it if missing or stale. */
+export async function compiledEntry() {
+  const manifest = readManifest();
+  if (manifest && manifest.fingerprint === fingerprint()) return pathToFileURL(join(OUT_DIR, manifest.main)).href;
+  return pathToFileURL(await build()).href;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const started = Date.now();
+  try {
+    const main = await build();
+    console.log(`ephemail: built ${relative(ROOT, main)} in ${Date.now() - started} ms`);
+  } catch (err) {
+    // `npm ci` must not fail for it: bin/ephemail.js tries again at start, else runs the sources through tsx
+    console.error(`ephemail: the build failed (bin/ephemail.js will retry, else run the sources through tsx): ${err?.message ?? err}`);
+    process.exitCode = process.argv.includes('--strict') ? 1 : 0;
+  }
+}
