@@ -239,7 +239,10 @@ export async function startServices(opts: BenchOptions, env: Record<string, stri
   }
   const base = opts.redisUrl ?? DEFAULT_BENCH_REDIS_URL;
   const prefix = `bench-${process.pid}-${Date.now().toString(36)}-${serviceSets++}:`;
-  const url = `${base}${base.includes('?') ? '&' : '?'}prefix=${prefix}`;
+  const [path, query = ''] = base.split('?');
+  const params = new URLSearchParams(query);
+  params.set('prefix', prefix); // ours, whatever the URL had
+  const url = `${path}?${params}`;
   const shared = { EPHEMAIL_STORE: url, EPHEMAIL_SESSION_SECRET: randomBytes(32).toString('hex'), ...env };
   const set = make(async () => void (await deleteRedisKeys(base, prefix)));
   try {
@@ -254,9 +257,17 @@ export async function startServices(opts: BenchOptions, env: Record<string, stri
 /** Deletes every key under `prefix` (SCAN + UNLINK) in the Redis of `url`; returns how many. */
 export async function deleteRedisKeys(url: string, prefix: string): Promise<number> {
   const { Redis } = await import('ioredis');
-  const m = /^redis:\/\/([^/:?]+)(?::(\d+))?(?:\/(\d+))?/.exec(url);
-  if (!m) throw new Error(`not a redis:// URL: ${url}`);
-  const r = new Redis({ host: m[1], port: Number(m[2] ?? 6379), db: Number(m[3] ?? 0), lazyConnect: true, maxRetriesPerRequest: 2 });
+  const u = new URL(url);
+  if (u.protocol !== 'redis:') throw new Error(`not a redis:// URL: ${url}`);
+  const r = new Redis({
+    host: u.hostname,
+    port: Number(u.port || 6379),
+    db: Number(u.pathname.slice(1) || 0),
+    username: decodeURIComponent(u.username) || undefined,
+    password: decodeURIComponent(u.password) || undefined,
+    lazyConnect: true,
+    maxRetriesPerRequest: 2,
+  });
   await r.connect();
   let deleted = 0;
   try {
