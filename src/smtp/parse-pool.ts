@@ -5,7 +5,14 @@
 // a pool whose workers cannot start at all parses on the main thread instead.
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { parseMessage, type ParsedMessage, type ParseLimits } from './parse.ts';
+import type { ParsedMessage, ParseLimits } from './parse.ts';
+
+// The parser (postal-mime, sanitize-html, html-to-text) is loaded on first use: in the main thread
+// only when it parses itself (until a worker is up, or when workers cannot start), so an idle
+// service neither loads nor holds it (start-up time and idle memory, bench/README.md).
+let parser: Promise<typeof import('./parse.ts')> | null = null;
+const loadParser = () => (parser ??= import('./parse.ts'));
+const parseMessage = (raw: Uint8Array, limits: ParseLimits): Promise<ParsedMessage> => loadParser().then((m) => m.parseMessage(raw, limits));
 
 export interface ParsePool {
   /** Parses one raw message; `raw` is transferred to the worker (do not use it afterwards). */
@@ -259,5 +266,8 @@ if (!isMainThread && parentPort && (workerData as Record<string, unknown> | null
       );
     }
   });
-  port.postMessage({ ready: true });
+  loadParser().then(
+    () => port.postMessage({ ready: true }),
+    (err: unknown) => port.postMessage({ fatal: String((err as Error)?.stack ?? err) }),
+  );
 }
