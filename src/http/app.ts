@@ -1,5 +1,4 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
-import cors from '@fastify/cors';
 import { Value, ValueErrorType } from '@sinclair/typebox/value';
 import { Kind, type TSchema } from '@sinclair/typebox';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
@@ -8,6 +7,7 @@ import type { Core } from '../services/core.ts';
 import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
+import { registerCors } from './plugins/cors.ts';
 import { ipBucket } from '../domain/limits.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
 import { registerRoutes } from './routes.ts';
@@ -79,16 +79,11 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     }
   });
 
-  await app.register(cors, {
-    origin: '*',
-    methods: ['GET', 'POST', 'DELETE', 'OPTIONS'],
-    allowedHeaders: ['Authorization', 'X-API-Key', 'Content-Type', 'Accept', 'Mcp-Session-Id', 'Mcp-Protocol-Version', 'Last-Event-ID'],
-    exposedHeaders: ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset', 'retry-after', 'Mcp-Session-Id', 'Content-Disposition'],
-    maxAge: 86400,
-    strictPreflight: false, // an OPTIONS without Origin gets the same 204, not a plain-text 400
-  });
+  // any origin, rate-limit headers exposed, preflights answered first (plugins/cors.ts)
+  registerCors(app);
   // An absent body is an empty object: POST /inboxes and /keys take an optional body.
-  app.addHook('preValidation', async (request) => {
+  // (callback-style, as every hook on the request path: an async hook costs a promise per request)
+  app.addHook('preValidation', (request, _reply, done) => {
     if (request.body === undefined && (request.method === 'POST' || request.method === 'DELETE')) request.body = {};
     // Bodies are checked strictly, before Ajv (which coerces types for the query string) sees them:
     // {"label": 5} is a wrong type, not the label "5".
@@ -102,9 +97,10 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
           const { maxLength = Infinity, minLength = 0 } = e.schema as { maxLength?: number; minLength?: number };
           if (n <= maxLength && n >= minLength) continue;
         }
-        throw new AppError('invalid_request', describeBodyError(e.path, e.message));
+        return done(new AppError('invalid_request', describeBodyError(e.path, e.message)));
       }
     }
+    done();
   });
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
   await registerOpenApi(app, core);

@@ -164,35 +164,22 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     },
   }, async (request, reply) => {
     const q = request.query;
+    const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait };
+    // without wait nothing is held: no slot, no abort signal, no listener on the socket
+    if (q.wait <= 0) return listBody(q, await emails.listEmails(core, input));
     const c = request.caller;
-    let release: (() => Promise<void>) | null = null;
-    if (q.wait > 0) {
-      if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
-      emails.resolveInbox(core, request.params.address);
-      release = await core.limiter.acquireWait(c.bucket, c.concurrentWaits, (q.wait + 15) * 1000, now());
-      if (!release) throw new AppError('too_many_waiters', `This key already holds ${c.concurrentWaits} waiting requests; let one finish first`, { retryAfter: 1 });
-    }
+    if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
+    emails.resolveInbox(core, request.params.address);
+    const release = await core.limiter.acquireWait(c.bucket, c.concurrentWaits, (q.wait + 15) * 1000, now());
+    if (!release) throw new AppError('too_many_waiters', `This key already holds ${c.concurrentWaits} waiting requests; let one finish first`, { retryAfter: 1 });
     const abort = new AbortController();
     const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
     reply.raw.on('close', onClose);
     try {
-      const out = await emails.listEmails(core, { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, signal: abort.signal });
-      const items = out.emails;
-      const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
-      const oldestId = q.since ? items[0]?.id : items.at(-1)?.id;
-      return {
-        data: items.map(toWireSummary),
-        meta: {
-          address: out.address,
-          count: items.length,
-          next_since: newestId ?? q.since?.toLowerCase() ?? null,
-          next_before: items.length === q.limit && oldestId ? oldestId : null,
-          waited: out.waited,
-        },
-      };
+      return listBody(q, await emails.listEmails(core, { ...input, signal: abort.signal }));
     } finally {
       reply.raw.off('close', onClose);
-      await release?.();
+      await release();
     }
   });
 
@@ -252,6 +239,23 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     return reply.send(readableFrom(att.chunks));
   });
 
+}
+
+/** The 200 body of GET .../emails: the summaries and the paging cursors. */
+function listBody(q: Static<typeof ListQuery>, out: emails.ListOutput) {
+  const items = out.emails;
+  const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
+  const oldestId = q.since ? items[0]?.id : items.at(-1)?.id;
+  return {
+    data: items.map(toWireSummary),
+    meta: {
+      address: out.address,
+      count: items.length,
+      next_since: newestId ?? q.since?.toLowerCase() ?? null,
+      next_before: items.length === q.limit && oldestId ? oldestId : null,
+      waited: out.waited,
+    },
+  };
 }
 
 const readableFrom = (chunks: AsyncIterable<Uint8Array>) => Readable.from(chunks, { objectMode: false });

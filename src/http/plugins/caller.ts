@@ -1,6 +1,6 @@
 // Who pays for a request: resolves the caller (anonymous per IP, or an API key, with no silent
 // downgrade), counts the request in its bucket, and sets ratelimit-* headers on every /api/v1 response.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Limits } from '../../config.ts';
 import { AppError } from '../../domain/errors.ts';
 import { ipBucket } from '../../domain/limits.ts';
@@ -54,45 +54,67 @@ export function setLimitHeaders(reply: FastifyReply, r: LimitResult): void {
   reply.header('ratelimit-reset', String(r.resetSeconds));
 }
 
+/**
+ * Callback-style, with one promise per awaited step and nothing else allocated for the common case:
+ * an async hook with the same steps cost ~7% of a list request. The key is looked up in the store
+ * on every request (the store's key cache is exact: a revocation shows at the next request).
+ */
 export function registerCaller(app: FastifyInstance, core: Core): void {
   app.decorateRequest('caller', null as unknown as Caller);
-  app.addHook('onRequest', async (request, reply) => {
-    if (!request.url.startsWith('/api/')) return;
-    const ip = ipBucket(request.ip);
-    const anonymous: Caller = { kind: 'anonymous', key: null, bucket: ip, limits: core.config.anon, concurrentWaits: 0 };
-    const mode: QuotaMode = request.routeOptions.config?.quota ?? 'count';
-    let caller = anonymous;
-    try {
-      const raw = presentedKey(request);
-      if (raw !== undefined) {
-        const key = await authenticate(core, raw);
-        caller = { kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits };
-      }
-    } catch (err) {
-      if (err instanceof AppError && err.type === 'unauthorized') {
-        // a failed key attempt counts against the IP (guessing keys costs quota)
-        const r = await core.limiter.hit(ip, core.config.anon, core.clock.now());
-        setLimitHeaders(reply, r);
-      }
-      throw err;
+
+  const reject = (caller: Caller, result: LimitResult, now: number): AppError => {
+    // A used-up day outranks the minute window: "waiting does not help" must not turn into "retry in 50 s".
+    let reason = result.reason ?? 'rate_limited';
+    let retryAfter = result.retryAfterSeconds;
+    if (reason === 'rate_limited' && result.usedDay >= caller.limits.perDay) {
+      reason = 'quota_exceeded';
+      retryAfter = Math.max(1, Math.ceil((DAY_MS - (now % DAY_MS)) / 1000));
     }
+    const msg = reason === 'quota_exceeded'
+      ? `Daily quota of ${caller.limits.perDay} requests used up; it resets at 00:00 UTC${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has a larger quota' : ''}`
+      : `More than ${caller.limits.perMinute} requests this minute; retry in ${retryAfter} s${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has higher limits' : ''}`;
+    return new AppError(reason, msg, { retryAfter });
+  };
+
+  /** Counts (or peeks) the request in the caller's bucket, sets the headers, admits or refuses. */
+  const admit = (request: FastifyRequest, reply: FastifyReply, caller: Caller, done: HookHandlerDoneFunction): void => {
     const now = core.clock.now();
-    const result = mode === 'count' ? await core.limiter.hit(caller.bucket, caller.limits, now) : await core.limiter.peek(caller.bucket, caller.limits, now);
-    caller.usage = result;
-    request.caller = caller;
-    setLimitHeaders(reply, result);
-    if (!result.allowed) {
-      // A used-up day outranks the minute window: "waiting does not help" must not turn into "retry in 50 s".
-      let reason = result.reason ?? 'rate_limited';
-      let retryAfter = result.retryAfterSeconds;
-      if (reason === 'rate_limited' && result.usedDay >= caller.limits.perDay) {
-        reason = 'quota_exceeded';
-        retryAfter = Math.max(1, Math.ceil((DAY_MS - (now % DAY_MS)) / 1000));
-      }
-      const msg = reason === 'quota_exceeded'
-        ? `Daily quota of ${caller.limits.perDay} requests used up; it resets at 00:00 UTC${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has a larger quota' : ''}`
-        : `More than ${caller.limits.perMinute} requests this minute; retry in ${retryAfter} s${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has higher limits' : ''}`;
-      throw new AppError(reason, msg, { retryAfter });
+    const counted = (request.routeOptions.config?.quota ?? 'count') === 'count';
+    (counted ? core.limiter.hit(caller.bucket, caller.limits, now) : core.limiter.peek(caller.bucket, caller.limits, now)).then(
+      (result) => {
+        caller.usage = result;
+        request.caller = caller;
+        setLimitHeaders(reply, result);
+        done(result.allowed ? undefined : reject(caller, result, now));
+      },
+      done,
+    );
+  };
+
+  /** A malformed, unknown or revoked key: 401, and the attempt counts against the IP. */
+  const refuse = (request: FastifyRequest, reply: FastifyReply, err: unknown, done: HookHandlerDoneFunction): void => {
+    if (!(err instanceof AppError && err.type === 'unauthorized')) return done(err as Error);
+    core.limiter.hit(ipBucket(request.ip), core.config.anon, core.clock.now()).then((r) => {
+      setLimitHeaders(reply, r);
+      done(err);
+    }, done);
+  };
+
+  app.addHook('onRequest', (request, reply, done) => {
+    if (!request.url.startsWith('/api/')) return done();
+    let raw: string | undefined;
+    try {
+      raw = presentedKey(request);
+    } catch (err) {
+      return refuse(request, reply, err, done);
     }
+    if (raw === undefined) {
+      const anonymous: Caller = { kind: 'anonymous', key: null, bucket: ipBucket(request.ip), limits: core.config.anon, concurrentWaits: 0 };
+      return admit(request, reply, anonymous, done);
+    }
+    authenticate(core, raw).then(
+      (key) => admit(request, reply, { kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits }, done),
+      (err) => refuse(request, reply, err, done),
+    );
   });
 }

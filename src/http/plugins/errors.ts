@@ -60,7 +60,10 @@ export function toAppError(err: unknown): AppError {
 /** Longest request URL (path and query) served; longer ones get 400 invalid_request. */
 export const MAX_URL_LENGTH = 8192;
 
-const pathOf = (url: string) => url.split('?')[0];
+const pathOf = (url: string) => {
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+};
 const hasEmptySegment = (url: string) => {
   const path = pathOf(url);
   return path.includes('//') || (path.length > 1 && path.endsWith('/'));
@@ -81,12 +84,15 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
     return sendError(core, reply, appErr);
   });
   // Query numbers must be finite: the validator coerces "1e309" to Infinity and lets it through.
-  app.addHook('preHandler', async (request) => {
-    const q = request.query;
-    if (!q || typeof q !== 'object') return;
-    for (const [k, v] of Object.entries(q)) {
-      if (typeof v === 'number' && !Number.isFinite(v)) throw new AppError('invalid_request', `query.${k} must be a finite integer`);
+  app.addHook('preHandler', (request, _reply, done) => {
+    const q = request.query as Record<string, unknown> | undefined;
+    if (q && typeof q === 'object') {
+      for (const k of Object.keys(q)) {
+        const v = q[k];
+        if (typeof v === 'number' && !Number.isFinite(v)) return done(new AppError('invalid_request', `query.${k} must be a finite integer`));
+      }
     }
+    done();
   });
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => sendError(core, reply, routeNotFound(request)));
 }
@@ -98,8 +104,9 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
  * headers like every other /api/v1 response.
  */
 export function registerUrlGuard(app: FastifyInstance): void {
-  app.addHook('onRequest', async (request) => {
-    if (request.url.length > MAX_URL_LENGTH) throw new AppError('invalid_request', `The URL is longer than ${MAX_URL_LENGTH} characters`);
-    if (hasEmptySegment(request.url)) throw routeNotFound(request);
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.url.length > MAX_URL_LENGTH) return done(new AppError('invalid_request', `The URL is longer than ${MAX_URL_LENGTH} characters`));
+    if (hasEmptySegment(request.url)) return done(routeNotFound(request));
+    done();
   });
 }

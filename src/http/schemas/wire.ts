@@ -131,7 +131,43 @@ export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSum
 
 export type WireSummary = Static<typeof EmailSummarySchema>;
 
-const iso = (ms: number) => new Date(ms).toISOString();
+const DAY_MS = 86_400_000;
+const TWO = Array.from({ length: 100 }, (_, i) => (i < 10 ? '0' : '') + i);
+const THREE = Array.from({ length: 1000 }, (_, i) => (i < 10 ? '00' : i < 100 ? '0' : '') + i);
+/** Past the last millisecond of 9999: toISOString switches to the expanded ±YYYYYY form there. */
+const LAST_FOUR_DIGIT_YEAR_MS = 253_402_300_800_000;
+let dayA = NaN;
+let prefixA = '';
+let dayB = NaN;
+let prefixB = '';
+
+/**
+ * `new Date(ms).toISOString()`, identical output, without a Date per call: the date part
+ * (`YYYY-MM-DDT`) is kept for the last two days seen, the time part is table lookups. A list
+ * response formats 50 of these. Anything outside 1970–9999 or not a whole millisecond goes to
+ * toISOString itself (which also throws the same RangeError for NaN).
+ */
+export function iso(ms: number): string {
+  if (!(ms >= 0 && ms < LAST_FOUR_DIGIT_YEAR_MS) || ms % 1 !== 0) return new Date(ms).toISOString();
+  const day = Math.floor(ms / DAY_MS);
+  let prefix: string;
+  if (day === dayA) prefix = prefixA;
+  else if (day === dayB) prefix = prefixB;
+  else {
+    prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+    dayB = dayA;
+    prefixB = prefixA;
+    dayA = day;
+    prefixA = prefix;
+  }
+  let rem = ms - day * DAY_MS;
+  const milli = rem % 1000;
+  rem = (rem - milli) / 1000;
+  const s = rem % 60;
+  rem = (rem - s) / 60;
+  const m = rem % 60;
+  return `${prefix}${TWO[(rem - m) / 60]}:${TWO[m]}:${TWO[s]}.${THREE[milli]}Z`;
+}
 
 export const toWireSummary = (e: EmailSummary): WireSummary => ({
   id: e.id,
