@@ -27,20 +27,34 @@ const MANIFEST = join(OUT_DIR, 'manifest.json');
 const ASSETS = join(ROOT, 'src', 'web', 'assets');
 const KEEP_OLD_MS = 7 * 24 * 3600_000;
 
+// A file that vanishes while it is read (an editor's temporary file) is left out, not an error.
+const gone = (err) => err?.code === 'ENOENT';
+
 function walk(dir, out) {
   for (const name of readdirSync(dir).sort()) {
     const path = join(dir, name);
-    if (statSync(path).isDirectory()) walk(path, out);
-    else out.push(path);
+    try {
+      if (statSync(path).isDirectory()) walk(path, out);
+      else out.push(path);
+    } catch (err) {
+      if (!gone(err)) throw err;
+    }
   }
   return out;
 }
 
-/** A hash of every file the bundle is made from (names and contents). */
+/** A hash of every file the bundle is made from (names and contents): any edit changes it. */
 export function fingerprint() {
   const h = createHash('sha256');
   for (const file of [...walk(join(ROOT, 'src'), []), join(ROOT, 'tsconfig.json'), fileURLToPath(import.meta.url)]) {
-    h.update(relative(ROOT, file)).update('\0').update(readFileSync(file)).update('\0');
+    let body;
+    try {
+      body = readFileSync(file);
+    } catch (err) {
+      if (gone(err)) continue;
+      throw err;
+    }
+    h.update(relative(ROOT, file)).update('\0').update(body).update('\0');
   }
   return h.digest('hex');
 }
