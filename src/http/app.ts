@@ -87,8 +87,9 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     if (request.body === undefined && (request.method === 'POST' || request.method === 'DELETE')) request.body = {};
     // Bodies are checked strictly, before Ajv (which coerces types for the query string) sees them:
     // {"label": 5} is a wrong type, not the label "5".
-    const schema = request.routeOptions.schema?.body as TSchema | undefined;
-    if (schema && Kind in schema && request.body !== undefined) { // TypeBox schemas only (a plain JSON schema is Ajv's alone)
+    // (the body first: request.routeOptions builds an object on each read, and a GET has no body)
+    const schema = request.body === undefined ? undefined : request.routeOptions.schema?.body as TSchema | undefined;
+    if (schema && Kind in schema) { // TypeBox schemas only (a plain JSON schema is Ajv's alone)
       for (const e of Value.Errors(schema, request.body)) {
         // JSON Schema string lengths count characters (code points), TypeBox counts UTF-16 units:
         // a label of 100 emoji is 100 long. Ajv (which counts code points) checks lengths next.
