@@ -12,7 +12,7 @@ import { mintKey } from '../services/keys.ts';
 import { contentDisposition } from './download.ts';
 import {
   ApiKeySchema, AttachmentSchema, DomainSchema, EmailFullSchema, EmailSummarySchema, HealthSchema, IdentitySchema, InboxSchema,
-  ListMetaSchema, toWireAttachment, toWireEmail, toWireKey, toWireLimits, toWireSummary,
+  ListMetaSchema, summaryJson, toWireAttachment, toWireEmail, toWireKey, toWireLimits,
 } from './schemas/wire.ts';
 
 const ErrorRef = Type.Ref('Error');
@@ -166,7 +166,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     const q = request.query;
     const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait };
     // without wait nothing is held: no slot, no abort signal, no listener on the socket
-    if (q.wait <= 0) return listBody(q, await emails.listEmails(core, input));
+    if (q.wait <= 0) return listJson(reply, q, await emails.listEmails(core, input));
     const c = request.caller;
     if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
     emails.resolveInbox(core, request.params.address);
@@ -176,7 +176,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
     reply.raw.on('close', onClose);
     try {
-      return listBody(q, await emails.listEmails(core, { ...input, signal: abort.signal }));
+      return listJson(reply, q, await emails.listEmails(core, { ...input, signal: abort.signal }));
     } finally {
       reply.raw.off('close', onClose);
       await release();
@@ -241,21 +241,32 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
 
 }
 
-/** The 200 body of GET .../emails: the summaries and the paging cursors. */
-function listBody(q: Static<typeof ListQuery>, out: emails.ListOutput) {
+const SummaryRef = Type.Ref(EmailSummarySchema);
+const ListMetaRef = Type.Ref(ListMetaSchema);
+
+/**
+ * The 200 body of GET .../emails (the summaries and the paging cursors) as JSON text: exactly what the
+ * route's response schema would serialize, `{"data":[<summary>,…],"meta":<meta>}`, with each summary
+ * and the meta written by the fast-json-stringify serializers of their own schemas, and each email's
+ * summary serialized once (summaryJson) rather than on every poll of the same page.
+ */
+function listJson(reply: FastifyReply, q: Static<typeof ListQuery>, out: emails.ListOutput): string {
   const items = out.emails;
   const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
   const oldestId = q.since ? items[0]?.id : items.at(-1)?.id;
-  return {
-    data: items.map(toWireSummary),
-    meta: {
-      address: out.address,
-      count: items.length,
-      next_since: newestId ?? q.since?.toLowerCase() ?? null,
-      next_before: items.length === q.limit && oldestId ? oldestId : null,
-      waited: out.waited,
-    },
-  };
+  const summary = reply.compileSerializationSchema(SummaryRef); // compiled once per route, then a WeakMap hit
+  const meta = reply.compileSerializationSchema(ListMetaRef);
+  let data = '';
+  for (let i = 0; i < items.length; i++) data += (i === 0 ? '' : ',') + summaryJson(items[i], summary);
+  const body = `{"data":[${data}],"meta":${meta({
+    address: out.address,
+    count: items.length,
+    next_since: newestId ?? q.since?.toLowerCase() ?? null,
+    next_before: items.length === q.limit && oldestId ? oldestId : null,
+    waited: out.waited,
+  })}}`;
+  reply.type('application/json; charset=utf-8'); // what Fastify sets for a serialized object
+  return body;
 }
 
 const readableFrom = (chunks: AsyncIterable<Uint8Array>) => Readable.from(chunks, { objectMode: false });

@@ -180,6 +180,27 @@ export const toWireSummary = (e: EmailSummary): WireSummary => ({
   expires_at: iso(e.expiresAt),
 });
 
+/**
+ * An email's summary as JSON, by `serialize` (the EmailSummary schema's serializer), kept per summary
+ * object: the store hands out the same objects while a page stays cached, so a page polled again
+ * costs a lookup per email instead of a serialization. A kept text answers only while every field
+ * still has the value it was written from; objects that are no longer used take theirs with them.
+ */
+const summaryTexts = new WeakMap<EmailSummary, EmailSummary & { json: string }>();
+export function summaryJson(e: EmailSummary, serialize: (wire: WireSummary) => string): string {
+  const k = summaryTexts.get(e);
+  if (
+    k !== undefined && k.id === e.id && k.address === e.address && k.sender === e.sender && k.mailedBy === e.mailedBy &&
+    k.subject === e.subject && k.hasAttachments === e.hasAttachments && k.receivedAt === e.receivedAt && k.expiresAt === e.expiresAt
+  ) return k.json;
+  const json = serialize(toWireSummary(e));
+  summaryTexts.set(e, {
+    id: e.id, address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
+    hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt, json,
+  });
+  return json;
+}
+
 export const toWireAttachment = (core: Core, emailId: string, a: AttachmentMeta) => ({
   id: a.id,
   filename: a.filename,
