@@ -50,7 +50,8 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
   const ms = (input.waitSeconds ?? 0) * 1000;
   // nothing to hold: what hold() would do, without its promise
   if (ms <= 0) return { address, emails: await run(), waited: false };
-  const { result, waited } = await core.waits.hold(address, ms, run, input.signal);
+  // waits on this address with the same page share their re-query after a delivery
+  const { result, waited } = await core.waits.hold(address, ms, run, input.signal, `${query.limit}:${query.since ?? ''}:${query.before ?? ''}`);
   return { address, emails: result, waited };
 }
 
