@@ -15,9 +15,15 @@ export function createMemoryLimiter(): Limiter {
   };
   const incr = (key: string, window: number) => {
     const c = counters.get(key);
-    const count = c && c.window === window ? c.count + 1 : 1;
-    counters.set(key, { window, count });
-    return count;
+    if (c === undefined) {
+      counters.set(key, { window, count: 1 });
+      return 1;
+    }
+    if (c.window !== window) {
+      c.window = window;
+      c.count = 0;
+    }
+    return ++c.count;
   };
   const sweep = (now: number) => {
     if (now < sweepAt) return;
@@ -45,8 +51,12 @@ export function createMemoryLimiter(): Limiter {
     async acquireWait(bucket: string, max: number, leaseMs: number, now: number) {
       let held = slots.get(bucket);
       if (!held) slots.set(bucket, (held = new Map()));
-      for (const [id, expiry] of held) if (expiry <= now) held.delete(id);
-      if (held.size >= max) return null;
+      // lapsed leases only matter when the bucket looks full (with thousands of waits per key, a
+      // scan on every acquire was quadratic)
+      if (held.size >= max) {
+        for (const [id, expiry] of held) if (expiry <= now) held.delete(id);
+        if (held.size >= max) return null;
+      }
       const id = nextSlot++;
       held.set(id, now + leaseMs);
       return async () => {
