@@ -4,7 +4,17 @@
 
 export type MailListener = (emailId: string) => void;
 
+export interface BusCapabilities {
+  /**
+   * Publishes from one node reach every other node in the order they were made. False on Redis
+   * Cluster, where a key-less PUBLISH may go to any master. Listeners never depend on order: a woken
+   * waiter re-queries the store.
+   */
+  orderedAcrossNodes: boolean;
+}
+
 export interface Bus {
+  readonly capabilities: BusCapabilities;
   /** Announces that mail for `address` (lowercase) was stored. */
   publish(address: string, emailId: string): Promise<void>;
   /** Calls `listener` for each later publish to `address`; returns the unsubscribe function. */

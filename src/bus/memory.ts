@@ -15,6 +15,7 @@ export function createMemoryBus(): Bus & { deliverLocal(address: string, emailId
     }
   };
   return {
+    capabilities: { orderedAcrossNodes: true },
     deliverLocal,
     async publish(address, emailId) {
       deliverLocal(address, emailId);

@@ -15,6 +15,8 @@ export interface RedisBusOptions {
   /** A dedicated connection, put into subscribe mode here and closed by close(). */
   subscriber: RedisClient;
   channel: string;
+  /** Redis Cluster: publishes may take different masters, so cross-node order is not kept. */
+  cluster?: boolean;
   log?: Logger;
 }
 
@@ -46,6 +48,7 @@ export function createRedisBus(options: RedisBusOptions): Bus {
 
   const counts = new Map<string, number>();
   return {
+    capabilities: { orderedAcrossNodes: !options.cluster },
     async publish(address, emailId) {
       local.deliverLocal(address, emailId);
       await call(() => publisher.publish(channel, `${node}\t${emailId}\t${address}`));

@@ -35,7 +35,7 @@ function collect(bus: Bus, addr: string, n: number, ms = 2000): { events: Promis
 
 export function busSuite(name: string, harness: BusHarness): void {
   describe(`Bus conformance: ${name}`, { concurrency: 1, skip: harness.skip }, () => {
-    it('a publish wakes every subscriber of that address on every node, in order', async () => {
+    it('a publish wakes every subscriber of that address on every node, in order where the backend keeps it', async () => {
       const { a, b, close } = await harness.open();
       try {
         const addr = address();
@@ -44,9 +44,12 @@ export function busSuite(name: string, harness: BusHarness): void {
         const onB2 = collect(b, addr, 3);
         await new Promise((r) => setTimeout(r, 50));
         for (const id of ['1', '2', '3']) await a.publish(addr, id);
+        // the publishing node's own listeners always hear its publishes in order
         assert.deepEqual(await onA.events, ['1', '2', '3']);
-        assert.deepEqual(await onB.events, ['1', '2', '3']);
-        assert.deepEqual(await onB2.events, ['1', '2', '3']);
+        // other nodes hear every publish exactly once; in publish order unless the backend says otherwise
+        const remote = b.capabilities.orderedAcrossNodes ? (e: string[]) => e : (e: string[]) => [...e].sort();
+        assert.deepEqual(remote(await onB.events), ['1', '2', '3']);
+        assert.deepEqual(remote(await onB2.events), ['1', '2', '3']);
       } finally {
         await close();
       }

@@ -43,7 +43,7 @@ busSuite('redis cluster (3 masters, two nodes)', {
     const node = async () => {
       const publisher = connect(target);
       await whenReady(publisher, 10_000);
-      return { bus: createRedisBus({ publisher, subscriber: connect(target, { subscriber: true }), channel }), publisher };
+      return { bus: createRedisBus({ publisher, subscriber: connect(target, { subscriber: true }), channel, cluster: true }), publisher };
     };
     const a = await node();
     const b = await node();

@@ -12,6 +12,7 @@ function countingBus() {
   const inner = createMemoryBus();
   const live = new Map<string, number>();
   const bus: Bus = {
+    capabilities: inner.capabilities,
     publish: (a, id) => inner.publish(a, id),
     subscribe(a, fn) {
       live.set(a, (live.get(a) ?? 0) + 1);

@@ -66,6 +66,6 @@ export async function openRedisBackends(config: Config, log: Logger): Promise<Ba
   return {
     store,
     limiter: createRedisLimiter({ client: main, keys, log }),
-    bus: createRedisBus({ publisher: main, subscriber: sub, channel: keys.channel, log }),
+    bus: createRedisBus({ publisher: main, subscriber: sub, channel: keys.channel, cluster: target.cluster, log }),
   };
 }
