@@ -56,6 +56,7 @@ const SECURITY: { [label: string]: string[] }[] = [{}, { bearer: [] }, { apiKey:
 
 export function registerRoutes(app: FastifyInstance, core: Core): void {
   const now = () => core.clock.now();
+  let listSerializers: ListSerializers | null = null; // compiled at the first list response
 
   app.get('/api/v1', {
     config: { quota: 'peek' },
@@ -166,7 +167,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     const q = request.query;
     const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait };
     // without wait nothing is held: no slot, no abort signal, no listener on the socket
-    if (q.wait <= 0) return listJson(reply, q, await emails.listEmails(core, input));
+    if (q.wait <= 0) return listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, await emails.listEmails(core, input));
     const c = request.caller;
     if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
     emails.resolveInbox(core, request.params.address);
@@ -176,7 +177,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
     reply.raw.on('close', onClose);
     try {
-      return listJson(reply, q, await emails.listEmails(core, { ...input, signal: abort.signal }));
+      return listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, await emails.listEmails(core, { ...input, signal: abort.signal }));
     } finally {
       reply.raw.off('close', onClose);
       await release();
@@ -243,6 +244,15 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
 
 const SummaryRef = Type.Ref(EmailSummarySchema);
 const ListMetaRef = Type.Ref(ListMetaSchema);
+interface ListSerializers {
+  summary: (wire: unknown) => string;
+  meta: (wire: unknown) => string;
+}
+/** The app's fast-json-stringify serializers of EmailSummary and ListMeta (the shared schemas). */
+const compileListSerializers = (reply: FastifyReply): ListSerializers => ({
+  summary: reply.compileSerializationSchema(SummaryRef) as (wire: unknown) => string,
+  meta: reply.compileSerializationSchema(ListMetaRef) as (wire: unknown) => string,
+});
 
 /**
  * The 200 body of GET .../emails (the summaries and the paging cursors) as JSON text: exactly what the
@@ -250,12 +260,10 @@ const ListMetaRef = Type.Ref(ListMetaSchema);
  * and the meta written by the fast-json-stringify serializers of their own schemas, and each email's
  * summary serialized once (summaryJson) rather than on every poll of the same page.
  */
-function listJson(reply: FastifyReply, q: Static<typeof ListQuery>, out: emails.ListOutput): string {
+function listJson(reply: FastifyReply, { summary, meta }: ListSerializers, q: Static<typeof ListQuery>, out: emails.ListOutput): string {
   const items = out.emails;
   const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
   const oldestId = q.since ? items[0]?.id : items.at(-1)?.id;
-  const summary = reply.compileSerializationSchema(SummaryRef); // compiled once per route, then a WeakMap hit
-  const meta = reply.compileSerializationSchema(ListMetaRef);
   let data = '';
   for (let i = 0; i < items.length; i++) data += (i === 0 ? '' : ',') + summaryJson(items[i], summary);
   const body = `{"data":[${data}],"meta":${meta({
