@@ -1,6 +1,5 @@
 // The limiter and bus conformance suites against the in-process backends and the shared Redis.
 import { createMemoryBus } from '../../src/bus/memory.ts';
-import { createRedisBus } from '../../src/bus/redis.ts';
 import { createMemoryLimiter } from '../../src/limiter/memory.ts';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
 import { connect, parseRedisUrl, whenReady } from '../../src/store/redis/client.ts';
@@ -32,27 +31,5 @@ busSuite('memory', {
 
 busSuite('redis (two nodes)', {
   skip: SKIP_REDIS,
-  async open() {
-    const target = parseRedisUrl(TEST_REDIS_URL);
-    const channel = keyspace(h.prefix()).channel;
-    const node = async () => {
-      const publisher = connect(target);
-      await whenReady(publisher, 10_000);
-      const bus = createRedisBus({ publisher, subscriber: connect(target, { subscriber: true }), channel });
-      return { bus, publisher };
-    };
-    const a = await node();
-    const b = await node();
-    await new Promise((r) => setTimeout(r, 100)); // both subscribed
-    return {
-      a: a.bus,
-      b: b.bus,
-      async close() {
-        await a.bus.close();
-        await b.bus.close();
-        await a.publisher.quit();
-        await b.publisher.quit();
-      },
-    };
-  },
+  open: h.buses,
 });

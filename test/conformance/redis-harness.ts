@@ -5,6 +5,8 @@ import { randomUUID } from 'node:crypto';
 import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
 import { keyspace } from '../../src/store/redis/keys.ts';
 import { closeClient, createRedisStore } from '../../src/store/redis/redis-store.ts';
+import type { Bus } from '../../src/bus/bus.ts';
+import { createRedisBus } from '../../src/bus/redis.ts';
 import type { Store } from '../../src/store/store.ts';
 import { countPrefix, dropPrefix } from '../redis/servers.ts';
 
@@ -16,6 +18,8 @@ export interface RedisHarness {
   open(): Promise<Store>;
   /** A fresh key prefix under the run prefix. */
   prefix(): string;
+  /** Two buses ("two nodes", each with its own publisher and subscriber) on a fresh channel. */
+  buses(): Promise<{ a: Bus; b: Bus; close(): Promise<void> }>;
   cleanup(): Promise<void>;
 }
 
@@ -38,6 +42,28 @@ export function redisHarness(url: () => string): RedisHarness {
       c.on('error', () => undefined);
       await whenReady(c, 10_000);
       return createRedisStore({ client: c, keys: keyspace(h.prefix()), cluster: target.cluster });
+    },
+    async buses() {
+      const target = parseRedisUrl(url());
+      const channel = keyspace(h.prefix()).channel;
+      const node = async () => {
+        const publisher = connect(target);
+        await whenReady(publisher, 10_000);
+        return { bus: createRedisBus({ publisher, subscriber: connect(target, { subscriber: true }), channel, cluster: target.cluster }), publisher };
+      };
+      const a = await node();
+      const b = await node();
+      await new Promise((r) => setTimeout(r, 200)); // both subscribed
+      return {
+        a: a.bus,
+        b: b.bus,
+        async close() {
+          await a.bus.close();
+          await b.bus.close();
+          await closeClient(a.publisher);
+          await closeClient(b.publisher);
+        },
+      };
     },
     async cleanup() {
       const c = await h.client();

@@ -1,11 +1,9 @@
 // The store, limiter and bus conformance suites against a real 3-master Redis Cluster started on
 // loopback for this file (redis-cli --cluster create), stopped afterwards.
 import { after, before } from 'node:test';
-import { createRedisBus } from '../../src/bus/redis.ts';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
 import { connect, parseRedisUrl, whenReady } from '../../src/store/redis/client.ts';
 import { keyspace } from '../../src/store/redis/keys.ts';
-import { closeClient } from '../../src/store/redis/redis-store.ts';
 import { SKIP_SERVER, startCluster, type RedisCluster } from '../redis/servers.ts';
 import { busSuite } from './bus.suite.ts';
 import { limiterSuite } from './limiter.suite.ts';
@@ -37,26 +35,5 @@ limiterSuite('redis cluster (3 masters)', {
 busSuite('redis cluster (3 masters, two nodes)', {
   skip: SKIP_SERVER,
   cleanup: h.cleanup,
-  async open() {
-    const target = parseRedisUrl(url());
-    const channel = keyspace(h.prefix()).channel;
-    const node = async () => {
-      const publisher = connect(target);
-      await whenReady(publisher, 10_000);
-      return { bus: createRedisBus({ publisher, subscriber: connect(target, { subscriber: true }), channel, cluster: true }), publisher };
-    };
-    const a = await node();
-    const b = await node();
-    await new Promise((r) => setTimeout(r, 200));
-    return {
-      a: a.bus,
-      b: b.bus,
-      async close() {
-        await a.bus.close();
-        await b.bus.close();
-        await closeClient(a.publisher);
-        await closeClient(b.publisher);
-      },
-    };
-  },
+  open: h.buses,
 });

@@ -124,34 +124,34 @@ export async function startCluster(masters = 3): Promise<RedisCluster> {
   };
 }
 
-/** Deletes every key starting with `prefix` (on each master of a cluster); returns how many. */
-export async function dropPrefix(client: Redis | Cluster, prefix: string): Promise<number> {
+/** Calls `each` with every batch of keys starting with `prefix` (on each master of a cluster). */
+async function scanPrefix(client: Redis | Cluster, prefix: string, each: (node: Redis, keys: string[]) => Promise<void>): Promise<void> {
   const targets: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
-  let n = 0;
   for (const node of targets) {
     let cursor = '0';
     for (let i = 0; i < 100_000; i++) {
       const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      for (const key of keys) n += await node.del(key);
+      await each(node, keys);
       cursor = next;
       if (cursor === '0') break;
     }
   }
+}
+
+/** Deletes every key starting with `prefix`; returns how many. */
+export async function dropPrefix(client: Redis | Cluster, prefix: string): Promise<number> {
+  let n = 0;
+  await scanPrefix(client, prefix, async (node, keys) => {
+    for (const key of keys) n += await node.del(key);
+  });
   return n;
 }
 
 /** Counts keys starting with `prefix`. */
 export async function countPrefix(client: Redis | Cluster, prefix: string): Promise<number> {
-  const targets: Redis[] = client instanceof Cluster ? client.nodes('master') : [client];
   let n = 0;
-  for (const node of targets) {
-    let cursor = '0';
-    for (let i = 0; i < 100_000; i++) {
-      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      n += keys.length;
-      cursor = next;
-      if (cursor === '0') break;
-    }
-  }
+  await scanPrefix(client, prefix, async (_node, keys) => {
+    n += keys.length;
+  });
   return n;
 }

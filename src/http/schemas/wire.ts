@@ -209,16 +209,7 @@ export const toWireAttachment = (core: Core, emailId: string, a: AttachmentMeta)
   download_url: downloadUrl(core, emailId, a.id),
 });
 
-export const toWireEmail = (core: Core, e: EmailFull) => ({
-  // the summary's fields written out, not spread (a spread into a literal is a slow copy)
-  id: e.id,
-  address: e.address,
-  sender: e.sender,
-  mailed_by: e.mailedBy,
-  subject: e.subject,
-  has_attachments: e.hasAttachments,
-  received_at: iso(e.receivedAt),
-  expires_at: iso(e.expiresAt),
+export const toWireEmail = (core: Core, e: EmailFull) => Object.assign(toWireSummary(e), {
   to: e.to,
   cc: e.cc,
   message_id: e.messageId,
