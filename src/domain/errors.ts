@@ -45,8 +45,6 @@ export class AppError extends Error {
   }
 }
 
-export const isAppError = (e: unknown): e is AppError => e instanceof AppError;
-
 /** Thrown by a store or bus when its backend cannot be reached: a temporary fault (HTTP 500 + retry-after, SMTP 451). */
 export class StoreUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
