@@ -11,6 +11,7 @@ import { buildApp, type Mount } from './http/app.ts';
 import type { Limiter } from './limiter/limiter.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
 import type { Core } from './services/core.ts';
+import { createViewService } from './services/views.ts';
 import { createWaitRegistry } from './services/wait.ts';
 import { createSmtpReceiver, type SmtpListener } from './smtp/server.ts';
 import { createSqliteStore } from './store/sqlite/sqlite-store.ts';
@@ -85,6 +86,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     clock,
     log,
     waits: createWaitRegistry(bus),
+    views: createViewService(store, config, log),
     baseUrl: () => config.publicUrl ?? `http://localhost:${boundHttpPort}`,
     smtpRunning: () => smtpListener?.running ?? false,
   };
@@ -125,6 +127,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         await smtpClosed;
         await bus.close();
         await limiter.close();
+        await core.views.close();
         await store.close();
       })();
       return stopped;

@@ -240,6 +240,26 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     return reply.send(readableFrom(att.chunks));
   });
 
+  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id/raw', {
+    schema: {
+      operationId: 'getRawEmail', tags: ['emails'], security: SECURITY, params: IdParams,
+      summary: 'The message as received (an .eml file), always as a download (Content-Disposition: attachment, CSP sandbox, nosniff). Parts over 5 MB are cut out of the stored copy.',
+      response: {
+        200: { description: 'The message bytes', content: { 'message/rfc822': { schema: { type: 'string', format: 'binary' } } } },
+        ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded'),
+      },
+    },
+  }, async (request, reply: FastifyReply) => {
+    const { id, raw } = await emails.getRaw(core, request.params.id);
+    reply
+      .header('content-type', 'message/rfc822')
+      .header('content-length', String(raw.sizeBytes))
+      .header('content-disposition', `attachment; filename="${id}.eml"`)
+      .header('x-content-type-options', 'nosniff')
+      .header('content-security-policy', 'sandbox')
+      .header('cache-control', 'private, max-age=3600');
+    return reply.send(readableFrom(raw.chunks));
+  });
 }
 
 const SummaryRef = Type.Ref(EmailSummarySchema);

@@ -5,6 +5,7 @@ import type { Bus } from '../bus/bus.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Limiter } from '../limiter/limiter.ts';
 import type { Store } from '../store/store.ts';
+import type { ViewService } from './views.ts';
 import type { WaitRegistry } from './wait.ts';
 
 export interface Core {
@@ -15,6 +16,8 @@ export interface Core {
   clock: Clock;
   log: Logger;
   waits: WaitRegistry;
+  /** Derived views of stored messages (bodies, attachments, agent text). */
+  views: ViewService;
   /** `{base_url}`: EPHEMAIL_PUBLIC_URL, or http://localhost:<bound port> once HTTP listens. */
   baseUrl(): string;
   /** Whether the SMTP listener is accepting connections (health). */

@@ -2,7 +2,8 @@
 import { parseAddress, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
-import type { AttachmentContent, AttachmentMeta, EmailFull, EmailSummary } from '../store/store.ts';
+import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
+import type { EmailSummary, StoredBytes } from '../store/store.ts';
 import type { Core } from './core.ts';
 
 /**
@@ -58,10 +59,26 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
 const notFound = (id: string) =>
   new AppError('not_found', `No email with id ${JSON.stringify(id.slice(0, 60))}: it never existed, was deleted, or expired (emails are deleted about one hour after arrival)`);
 
+async function rowAndViews(core: Core, id: string) {
+  const row = isUuid(id) ? await core.store.getEmail(id.toLowerCase(), core.clock.now()) : null;
+  const views = row && (await core.views.get(row.messageKey));
+  if (!row || !views) throw notFound(id);
+  return { row, views };
+}
+
 export async function getEmail(core: Core, id: string): Promise<EmailFull> {
-  const email = isUuid(id) ? await core.store.getEmail(id.toLowerCase(), core.clock.now()) : null;
-  if (!email) throw notFound(id);
-  return email;
+  const { row, views } = await rowAndViews(core, id);
+  const { messageKey: _key, ...summary } = row;
+  const { version: _v, outcome: _o, ...content } = views;
+  return { ...summary, ...content };
+}
+
+/** The message as received (oversized parts cut out), for `/raw`. */
+export async function getRaw(core: Core, id: string): Promise<{ id: string; raw: StoredBytes }> {
+  const row = isUuid(id) ? await core.store.getEmail(id.toLowerCase(), core.clock.now()) : null;
+  const raw = row && (await core.store.readRaw(row.messageKey));
+  if (!row || !raw) throw notFound(id);
+  return { id: row.id, raw };
 }
 
 export async function deleteEmail(core: Core, id: string): Promise<void> {
@@ -75,25 +92,31 @@ export async function purgeInbox(core: Core, rawAddress: string): Promise<{ addr
 }
 
 export async function listAttachments(core: Core, emailId: string): Promise<AttachmentMeta[]> {
-  const list = isUuid(emailId) ? await core.store.listAttachments(emailId.toLowerCase(), core.clock.now()) : null;
-  if (!list) throw notFound(emailId);
-  return list;
+  return (await rowAndViews(core, emailId)).views.attachments;
+}
+
+export interface AttachmentContent {
+  meta: AttachmentMeta;
+  chunks: AsyncIterable<Uint8Array>;
 }
 
 export async function getAttachment(core: Core, emailId: string, attachmentId: string): Promise<AttachmentContent> {
-  if (!isUuid(emailId)) throw notFound(emailId);
-  const att = await core.store.getAttachment(emailId.toLowerCase(), attachmentId, core.clock.now());
-  if (!att) {
-    const exists = await core.store.listAttachments(emailId.toLowerCase(), core.clock.now());
-    if (!exists) throw notFound(emailId);
+  const { row, views } = await rowAndViews(core, emailId);
+  const index = views.attachments.findIndex((a) => a.id === attachmentId);
+  const bytes = index >= 0 ? await core.store.readPart(row.messageKey, index) : null;
+  if (index < 0 || !bytes) {
+    if (index >= 0) throw notFound(emailId); // freed meanwhile
     throw new AppError('not_found', `Email ${emailId} has no attachment ${JSON.stringify(attachmentId.slice(0, 60))}; list them at /api/v1/emails/${emailId}/attachments`);
   }
-  return att;
+  return { meta: views.attachments[index], chunks: bytes.chunks };
 }
 
 /** `{base_url}/api/v1/emails/{id}/attachments/{attachment_id}` */
 export const downloadUrl = (core: Core, emailId: string, attachmentId: string) =>
   `${core.baseUrl()}/api/v1/emails/${emailId}/attachments/${encodeURIComponent(attachmentId)}`;
+
+/** `{base_url}/api/v1/emails/{id}/raw` */
+export const rawUrl = (core: Core, emailId: string) => `${core.baseUrl()}/api/v1/emails/${emailId}/raw`;
 
 /** `{base_url}/inbox/<address>` (DECISIONS.md: web_url). */
 export const webUrl = (core: Core, address: string) => `${core.baseUrl()}/inbox/${encodeURIComponent(address).replace(/%40/g, '@')}`;

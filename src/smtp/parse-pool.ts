@@ -1,22 +1,38 @@
-// MIME parsing off the main thread: a small pool of worker_threads, each running parseMessage().
-// The main thread keeps the SMTP protocol and the SQLite writes; parsing (postal-mime + the HTML
-// sanitizer) is the CPU-heavy part and runs on the other cores. A worker that dies fails only the
-// messages it held (each gets a temporary 451, so the sender retries: nothing acknowledged is lost);
-// a pool whose workers cannot start at all parses on the main thread instead.
+// MIME work off the main thread: a small pool of worker_threads running parse.ts. The main thread
+// keeps the SMTP protocol, HTTP and SQLite reads; summarize() at ingest and deriveViews() on first
+// read (postal-mime, the HTML sanitizer, html→text) run on the other cores. A worker that dies fails
+// only the tasks it held (an ingest gets a temporary 451, so the sender retries: nothing acknowledged
+// is lost); a task with a budget that runs past it ends its worker (the caller falls back); a pool
+// whose workers cannot start at all works on the main thread instead.
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import type { ParsedMessage, ParseLimits } from './parse.ts';
+import type { DerivedMessage, DeriveOptions, MessageSummary, ParseLimits } from './parse.ts';
 
 // The parser (postal-mime, sanitize-html, html-to-text) is loaded on first use: in the main thread
 // only when it parses itself (until a worker is up, or when workers cannot start), so an idle
 // service neither loads nor holds it (start-up time and idle memory, bench/README.md).
 let parser: Promise<typeof import('./parse.ts')> | null = null;
 const loadParser = () => (parser ??= import('./parse.ts'));
-const parseMessage = (raw: Uint8Array, limits: ParseLimits): Promise<ParsedMessage> => loadParser().then((m) => m.parseMessage(raw, limits));
+
+/** The operations a worker runs. */
+export type Op = 'summarize' | 'derive' | 'fallback';
+type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : DerivedMessage;
+
+function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: DeriveOptions): Promise<MessageSummary | DerivedMessage> {
+  return loadParser().then((m): Promise<MessageSummary | DerivedMessage> =>
+    op === 'summarize' ? m.summarize(raw, limits) : op === 'derive' ? m.deriveViews(raw, limits, options) : m.fallbackViews(raw, 'parse_over_budget'));
+}
+
+/** A task that ran past its budget; its worker was ended. */
+export class BudgetExceededError extends Error {}
 
 export interface ParsePool {
-  /** Parses one raw message; `raw` is transferred to the worker (do not use it afterwards). */
-  parse(raw: Uint8Array, limits: ParseLimits): Promise<ParsedMessage>;
+  /**
+   * Runs one operation on a raw message. `raw` is transferred to the worker unless `keepRaw` (then
+   * it is copied). With `budgetMs`, the task runs alone on a worker and rejects with
+   * BudgetExceededError when it takes longer (the worker is replaced).
+   */
+  run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: DeriveOptions; budgetMs?: number; keepRaw?: boolean }): Promise<OpResult<O>>;
   /** Stops the workers; later parses run on the main thread. */
   close(): Promise<void>;
   /** Workers running now (0 before the first parse, or when parsing on the main thread). */
@@ -25,10 +41,12 @@ export interface ParsePool {
 
 interface Task {
   id: number;
+  op: Op;
   raw: Uint8Array;
   limits: ParseLimits;
+  options: DeriveOptions;
 }
-type Result = { id: number; parsed: ParsedMessage } | { id: number; error: string };
+type Result = { id: number; value: MessageSummary | DerivedMessage } | { id: number; error: string };
 // Messages travel in batches (one postMessage per turn of the event loop, each way): a post costs
 // more than the copy of a small message.
 type Reply = { results: Result[] } | { ready: true } | { fatal: string };
@@ -40,13 +58,11 @@ const WORKER_FLAG = 'ephemailParseWorker';
 /** A parse taking longer than this means the worker is stuck (a 30 MiB message parses in seconds). */
 const STUCK_MS = 60_000;
 
-/** Every distinct ArrayBuffer behind the attachments (transferred back, not copied). */
-function transferables(p: ParsedMessage): ArrayBuffer[] {
+/** Every distinct ArrayBuffer behind the bytes of a result (transferred back, not copied). */
+function transferables(v: MessageSummary | DerivedMessage): ArrayBuffer[] {
   const seen = new Set<ArrayBuffer>();
-  for (const a of p.attachments) {
-    const b = a.content.buffer;
-    if (b instanceof ArrayBuffer) seen.add(b);
-  }
+  const bufs = 'parts' in v ? v.parts : [v.raw];
+  for (const u of bufs) if (u.buffer instanceof ArrayBuffer && u.buffer.byteLength > 0) seen.add(u.buffer);
   return [...seen];
 }
 
@@ -92,9 +108,10 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   interface Slot {
     worker: Worker;
     ready: boolean;
-    inflight: Map<number, { resolve: (p: ParsedMessage) => void; reject: (e: Error) => void; since: number }>;
+    inflight: Map<number, { resolve: (p: MessageSummary | DerivedMessage) => void; reject: (e: Error) => void; since: number; budgetMs?: number }>;
     outbox: Task[];
     transfer: ArrayBuffer[];
+    overBudget?: boolean;
   }
   let slots: Slot[] = [];
   let nextId = 1;
@@ -103,14 +120,28 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   let started = false;
   // A worker stuck on one message (a parser bug, a pathological input) is replaced: its messages get
   // a temporary error instead of holding their sessions until they time out.
+  // A task with a budget that runs past it ends its worker the same way (its caller falls back).
   const watchdog = setInterval(() => {
     const now = Date.now();
     for (const s of slots) {
       const oldest = s.inflight.values().next().value;
-      if (oldest && now - oldest.since > STUCK_MS) void s.worker.terminate();
+      if (!oldest) continue;
+      if (oldest.budgetMs !== undefined && now - oldest.since > oldest.budgetMs) {
+        s.overBudget = true;
+        void s.worker.terminate();
+      } else if (now - oldest.since > STUCK_MS) void s.worker.terminate();
     }
-  }, STUCK_MS / 4);
+  }, 50);
   watchdog.unref();
+  /** Tasks with a budget wait here for a worker with nothing else to do. */
+  let waiting: (() => void)[] = [];
+
+  const wakeWaiting = () => {
+    if (waiting.length === 0) return;
+    const next = waiting;
+    waiting = [];
+    for (const w of next) w();
+  };
 
   const spawnSlot = (): Slot => {
     const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx } });
@@ -119,6 +150,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
     worker.on('message', (m: Reply) => {
       if ('ready' in m) {
         slot.ready = true;
+        wakeWaiting();
         return;
       }
       if ('fatal' in m) {
@@ -129,9 +161,10 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
         const job = slot.inflight.get(r.id);
         if (!job) continue;
         slot.inflight.delete(r.id);
-        if ('parsed' in r) job.resolve(r.parsed);
+        if ('value' in r) job.resolve(r.value);
         else job.reject(new Error(`parse worker: ${r.error}`));
       }
+      wakeWaiting();
     });
     const fail = (err: Error) => {
       if (!slots.includes(slot)) return;
@@ -143,9 +176,9 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
         warn('parse workers cannot start; parsing on the main thread', err);
         return;
       }
-      for (const job of slot.inflight.values()) job.reject(err);
+      for (const job of slot.inflight.values()) job.reject(slot.overBudget ? new BudgetExceededError('over its time budget', { cause: err }) : err);
       if (!closed) {
-        warn('a parse worker died; its messages got a temporary error, starting another', err);
+        if (!slot.overBudget) warn('a parse worker died; its tasks got a temporary error, starting another', err);
         slots.push(spawnSlot());
       }
     };
@@ -154,29 +187,47 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
     return slot;
   };
 
-  return {
+  const pool: ParsePool = {
     get size() {
       return slots.length;
     },
-    parse(raw, limits) {
-      if (closed || broken) return parseMessage(raw, limits);
+    run(op, raw, limits, opts = {}) {
+      const options = opts.options ?? { html: true };
+      const local = () => runOp(op, raw, limits, options) as Promise<never>;
+      if (closed || broken) return local();
       if (!started) {
         // started on first use: an idle service pays neither start-up time nor memory for them
         started = true;
         slots.push(spawnSlot());
       }
-      // until a worker is up (loading the parser takes a moment, longer through tsx) this thread parses
-      let slot: Slot | null = null;
-      for (const s of slots) if (s.ready && (!slot || s.inflight.size < slot.inflight.size)) slot = s;
-      if (!slot) return parseMessage(raw, limits);
+      const budgeted = opts.budgetMs !== undefined;
+      // a budgeted task runs alone on a worker, so its clock measures only its own work
+      const pick = (): Slot | null => {
+        let slot: Slot | null = null;
+        for (const s of slots) {
+          if (!s.ready || (budgeted && s.inflight.size > 0)) continue;
+          if (!slot || s.inflight.size < slot.inflight.size) slot = s;
+        }
+        return slot;
+      };
+      let slot = pick();
+      if (!slot && budgeted && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
+      if (!slot && budgeted && slots.some((s) => s.ready)) {
+        // every worker is busy: wait for one (its own budget starts when it is dispatched)
+        return new Promise((resolve, reject) => {
+          waiting.push(() => pool.run(op, raw, limits, opts).then(resolve as never, reject));
+        });
+      }
+      // until a worker is up (loading the parser takes a moment, longer through tsx) this thread works
+      if (!slot) return local();
       const target = slot;
-      if (target.inflight.size >= 2 && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
+      if (!budgeted && target.inflight.size >= 2 && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
       const id = nextId++;
-      const task: Task = { id, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments } };
-      return new Promise<ParsedMessage>((resolve, reject) => {
-        target.inflight.set(id, { resolve, reject, since: Date.now() });
+      const task: Task = { id, op, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments }, options };
+      return new Promise((resolve, reject) => {
+        target.inflight.set(id, { resolve: resolve as never, reject, since: Date.now(), budgetMs: opts.budgetMs });
         // a buffer that is a view into a larger (pooled) one is copied, never transferred
-        const own = raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
+        const own = !opts.keepRaw && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
         if (own) target.transfer.push(raw.buffer as ArrayBuffer);
         if (target.outbox.push(task) === 1) {
           nextTurn(() => {
@@ -194,10 +245,14 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
       clearInterval(watchdog);
       const all = slots;
       slots = [];
+      const queued = waiting;
+      waiting = [];
+      for (const w of queued) w(); // closed: they run here
       for (const s of all) for (const job of s.inflight.values()) job.reject(new Error('parse pool closed'));
       await Promise.all(all.map((s) => s.worker.terminate()));
     },
   };
+  return pool;
 }
 
 /**
@@ -260,8 +315,8 @@ if (!isMainThread && parentPort && (workerData as Record<string, unknown> | null
   };
   port.on('message', ({ tasks }: { tasks: Task[] }) => {
     for (const t of tasks) {
-      parseMessage(t.raw, t.limits).then(
-        (parsed) => send({ id: t.id, parsed }, transferables(parsed)),
+      runOp(t.op, t.raw, t.limits, t.options).then(
+        (value) => send({ id: t.id, value }, transferables(value)),
         (err: unknown) => send({ id: t.id, error: String((err as Error)?.message ?? err) }, []),
       );
     }

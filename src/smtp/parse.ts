@@ -1,24 +1,46 @@
-// MIME → the spec's fields (postal-mime). Never throws: a message the parser cannot take apart is
-// still stored, with its headers and its raw body as text (a defined outcome for broken mail).
+// MIME → the spec's fields (postal-mime), in two steps of the message model (ARCHITECTURE.md):
+// summarize() at ingest (what the 250 and the list need) and deriveViews() on first read (bodies,
+// sanitized HTML, attachments, the agent text). Both run in worker threads (parse-pool.ts) and never
+// throw: a message the parser cannot take apart still gets its defined fallback.
 import PostalMime, { decodeWords } from 'postal-mime';
 import type { Attachment as PmAttachment, Email as PmEmail } from 'postal-mime';
 import { sanitizeEmailHtml } from '../domain/html.ts';
-import type { NewAttachment, NewEmail } from '../store/store.ts';
+import type { AttachmentMeta, MessageViews } from '../domain/message.ts';
+import { cutOversizedParts, REMOVED_MARK } from '../domain/mime-cut.ts';
+import { renderBody } from '../mcp/body.ts';
 
-/** A message as parsed, before it is addressed to an inbox and timed. */
-export type ParsedMessage = Omit<NewEmail, 'address' | 'mailedBy' | 'receivedAt' | 'expiresAt'>;
+/** Bumped whenever deriveViews() changes what it produces: stored views of older versions are derived again. */
+export const VIEWS_VERSION = 1;
 
 export interface ParseLimits {
   maxAttachmentBytes: number;
   maxAttachments: number;
 }
 
+/** What the 250 needs: the summary fields, and the bytes to store (oversized parts cut out). */
+export interface MessageSummary {
+  raw: Uint8Array;
+  sender: string;
+  subject: string;
+  hasAttachments: boolean;
+}
+
+/** The derived views and the bytes of each kept attachment (part i of the message). */
+export interface DerivedMessage {
+  views: MessageViews;
+  parts: Uint8Array[];
+}
+
+/** Summary fields are cut at this many characters (docs/decisions.md "Caps"): lists stay small. */
+export const SUMMARY_MAX_CHARS = 1000;
 const MAX_HEADER_VALUE = 64 * 1024;
 const MAX_FALLBACK_BODY = 1024 * 1024;
+const MAX_FALLBACK_HEAD = 1024 * 1024;
 // C0 controls (but tab), DEL, C1 controls, bidi overrides/isolates, zero-width and BOM: never in a filename
 const UNSAFE_FILENAME_CHARS = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g;
 
 const stripNul = (s: string | undefined | null): string | null => (s == null ? null : s.replace(/\u0000/g, ''));
+const capSummary = (s: string) => (s.length > SUMMARY_MAX_CHARS ? `${s.slice(0, SUMMARY_MAX_CHARS - 1)}…` : s);
 const oneLine = (s: string) => s.replace(/\r?\n[ \t]*/g, ' ').replace(/[\r\n]/g, ' ').replace(/\u0000/g, '');
 
 /** A filename that is safe to store and to offer for download: no path parts, controls or bidi tricks. */
@@ -54,28 +76,100 @@ function headerValue(email: PmEmail, key: string): string {
   return h ? oneLine(decodeWords(h.value.slice(0, MAX_HEADER_VALUE))) : '';
 }
 
-function fromParsed(email: PmEmail, limits: ParseLimits): ParsedMessage {
-  const attachments: NewAttachment[] = [];
+/** The attachments postal-mime found, minus cut-out parts, over-limit ones and those past the cap. */
+function keptAttachments(email: PmEmail, limits: ParseLimits): { kept: PmAttachment[]; dropped: number } {
+  const kept: PmAttachment[] = [];
+  let dropped = 0;
   for (const a of email.attachments) {
-    if (attachments.length >= limits.maxAttachments) break;
-    const content = toBytes(a.content);
-    if (content.byteLength > limits.maxAttachmentBytes) continue; // spec: over 5 MB is never stored; the rest is kept
-    const contentType = normalizeContentType(a.mimeType);
-    attachments.push({ filename: safeFilename(a.filename, contentType, attachments.length), contentType, content });
+    const size = typeof a.content === 'string' ? a.content.length : a.content.byteLength;
+    if (a.description === REMOVED_MARK || size > limits.maxAttachmentBytes || kept.length >= limits.maxAttachments) dropped++;
+    else kept.push(a);
   }
-  const html = stripNul(email.html);
+  return { kept, dropped };
+}
+
+const summaryOf = (email: PmEmail, limits: ParseLimits) => ({
+  sender: capSummary(headerValue(email, 'from')),
+  subject: capSummary(oneLine(email.subject ?? '')),
+  hasAttachments: keptAttachments(email, limits).kept.length > 0,
+});
+
+/** At ingest: the bytes to store and the summary fields. */
+export async function summarize(received: Uint8Array, limits: ParseLimits): Promise<MessageSummary> {
+  const { raw } = cutOversizedParts(received, limits.maxAttachmentBytes);
+  try {
+    return { raw, ...summaryOf(await PostalMime.parse(raw, { attachmentEncoding: 'arraybuffer', maxNestingDepth: 256 }), limits) };
+  } catch {
+    // too deep, too many headers, or broken beyond repair: the header block alone, and no attachments
+    try {
+      const head = await PostalMime.parse(headerBlock(raw).head, { attachmentEncoding: 'arraybuffer' });
+      return { raw, ...summaryOf(head, limits), hasAttachments: false };
+    } catch {
+      return { raw, sender: '', subject: '', hasAttachments: false };
+    }
+  }
+}
+
+/** Options of one derivation; the pool retries without HTML when the first attempt runs out of time. */
+export interface DeriveOptions {
+  html: boolean;
+}
+
+function viewsOf(email: PmEmail, limits: ParseLimits, options: DeriveOptions): DerivedMessage {
+  const { kept, dropped } = keptAttachments(email, limits);
+  const attachments: AttachmentMeta[] = [];
+  const parts: Uint8Array[] = [];
+  kept.forEach((a, i) => {
+    const content = toBytes(a.content);
+    const contentType = normalizeContentType(a.mimeType);
+    const cid = a.contentId ? a.contentId.trim().replace(/^<|>$/g, '').slice(0, 998) : '';
+    attachments.push({ id: String(i + 1), filename: safeFilename(a.filename, contentType, i), contentType, sizeBytes: content.byteLength, contentId: cid || null });
+    parts.push(content);
+  });
+  const html = options.html ? stripNul(email.html) : null;
+  const htmlBody = html == null ? null : sanitizeEmailHtml(html);
+  const textBody = stripNul(email.text);
   const msgId = headerValue(email, 'message-id');
-  return {
-    sender: headerValue(email, 'from'),
-    subject: oneLine(email.subject ?? ''),
+  const views: MessageViews = {
+    version: VIEWS_VERSION,
     to: headerValue(email, 'to'),
     cc: headerValue(email, 'cc'),
     messageId: msgId || null,
     headers: email.headers.map((h) => ({ name: h.originalKey || h.key, value: oneLine(h.value.slice(0, MAX_HEADER_VALUE)) })),
-    textBody: stripNul(email.text),
-    htmlBody: html == null ? null : sanitizeEmailHtml(html),
+    textBody,
+    htmlBody,
     attachments,
+    attachmentsDropped: dropped,
+    agentBody: (({ body, truncated }) => ({ body, truncated }))(renderBody(textBody, htmlBody)),
+    outcome: options.html || email.html == null ? 'ok' : 'html_over_budget',
   };
+  return { views, parts };
+}
+
+/** The fallback when the parser fails: the header block's fields and the body as received, as text. */
+export async function fallbackViews(raw: Uint8Array, outcome: MessageViews['outcome']): Promise<DerivedMessage> {
+  const { head, body } = headerBlock(raw);
+  let email: PmEmail | null = null;
+  try {
+    email = await PostalMime.parse(head.subarray(0, MAX_FALLBACK_HEAD), { attachmentEncoding: 'arraybuffer' });
+  } catch {
+    email = null;
+  }
+  const text = stripNul(new TextDecoder('utf-8', { fatal: false }).decode(body.subarray(0, MAX_FALLBACK_BODY)));
+  const views: MessageViews = {
+    version: VIEWS_VERSION,
+    to: email ? headerValue(email, 'to') : '',
+    cc: email ? headerValue(email, 'cc') : '',
+    messageId: (email && headerValue(email, 'message-id')) || null,
+    headers: email ? email.headers.map((h) => ({ name: h.originalKey || h.key, value: oneLine(h.value.slice(0, MAX_HEADER_VALUE)) })) : [],
+    textBody: text,
+    htmlBody: null,
+    attachments: [],
+    attachmentsDropped: 0,
+    agentBody: (({ body: b, truncated }) => ({ body: b, truncated }))(renderBody(text, null)),
+    outcome,
+  };
+  return { views, parts: [] };
 }
 
 /** Splits the header block off a raw message (for the fallback parse). */
@@ -92,20 +186,20 @@ function headerBlock(raw: Uint8Array): { head: Uint8Array; body: Uint8Array } {
   return { head: raw.subarray(0, end + skip), body: raw.subarray(end + skip) };
 }
 
-export async function parseMessage(raw: Uint8Array, limits: ParseLimits): Promise<ParsedMessage> {
+/** On first read: every view of the message. */
+export async function deriveViews(raw: Uint8Array, limits: ParseLimits, options: DeriveOptions = { html: true }): Promise<DerivedMessage> {
+  let email: PmEmail;
   try {
-    const email = await PostalMime.parse(raw, { attachmentEncoding: 'arraybuffer', maxNestingDepth: 256 });
-    return fromParsed(email, limits);
+    email = await PostalMime.parse(raw, { attachmentEncoding: 'arraybuffer', maxNestingDepth: 256 });
   } catch {
-    // Too deep, too many headers, or broken beyond repair: keep the headers and the raw body as text.
-    const { head, body } = headerBlock(raw);
-    let parsed: ParsedMessage;
-    try {
-      parsed = fromParsed(await PostalMime.parse(head, { attachmentEncoding: 'arraybuffer' }), limits);
-    } catch {
-      parsed = { sender: '', subject: '', to: '', cc: '', messageId: null, headers: [], textBody: null, htmlBody: null, attachments: [] };
-    }
-    const text = new TextDecoder('utf-8', { fatal: false }).decode(body.subarray(0, MAX_FALLBACK_BODY));
-    return { ...parsed, textBody: stripNul(text), htmlBody: null, attachments: [] };
+    return fallbackViews(raw, 'parse_failed');
   }
+  return viewsOf(email, limits, options);
+}
+
+/** Both steps on this thread, as the workers run them: the summary, then every view (tests, tools). */
+export async function parseMessage(received: Uint8Array, limits: ParseLimits): Promise<MessageSummary & MessageViews & { parts: Uint8Array[] }> {
+  const summary = await summarize(received, limits);
+  const { views, parts } = await deriveViews(summary.raw, limits);
+  return { ...summary, ...views, parts };
 }

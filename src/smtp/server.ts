@@ -212,8 +212,8 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         const recipients = session.envelope.rcptTo.map((r) => parseAddress(r.address)!.address);
         const mailFrom = session.envelope.mailFrom;
         const mailedBy = mailedByOf(mailFrom ? mailFrom.address : null);
-        parsePool.parse(raw, config)
-          .then((parsed) => ingest(core, parsed, recipients, mailedBy))
+        parsePool.run('summarize', raw, config)
+          .then((summary) => ingest(core, summary, recipients, mailedBy))
           .then(
             (stored) => callback(null, `2.0.0 Ok: stored ${stored.length === 1 ? `as ${stored[0].id}` : `${stored.length} copies`}`),
             (err) => {

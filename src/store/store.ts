@@ -3,18 +3,6 @@
 // in (time is injected) and reads never return an email whose expiresAt <= now.
 // A store returns null/false/0 for "missing"; an unreachable backend throws StoreUnavailableError.
 
-export interface HeaderField {
-  name: string;
-  value: string;
-}
-
-/** An attachment as ingested: decoded bytes. */
-export interface NewAttachment {
-  filename: string;
-  contentType: string;
-  content: Uint8Array;
-}
-
 /** What every email has, from its envelope and arrival (summaries carry these). */
 interface Arrival {
   /** Normalised (lowercase) inbox address. */
@@ -26,19 +14,14 @@ interface Arrival {
   expiresAt: number;
 }
 
-/** The parsed body and headers of a message (full emails carry these). */
-export interface MessageContent {
-  to: string;
-  cc: string;
-  messageId: string | null;
-  headers: HeaderField[];
-  textBody: string | null;
-  htmlBody: string | null;
-}
-
-/** One parsed email for one inbox, before the store assigns its id. */
-export interface NewEmail extends Arrival, MessageContent {
-  attachments: NewAttachment[];
+/**
+ * One recipient's row of a received message, before the store assigns its id. The message itself is
+ * `raw`: the bytes as received (after DATA, parts over 5 MB cut out). Rows given the very same `raw`
+ * object (===) share one stored message: it is stored once and freed when its last row goes.
+ */
+export interface NewEmail extends Arrival {
+  hasAttachments: boolean;
+  raw: Uint8Array;
 }
 
 export interface EmailSummary extends Arrival {
@@ -46,16 +29,16 @@ export interface EmailSummary extends Arrival {
   hasAttachments: boolean;
 }
 
-export interface AttachmentMeta {
-  /** Unique within its email. */
-  id: string;
-  filename: string;
-  contentType: string;
-  sizeBytes: number;
+/** A stored row: the summary and the key of the message it references. */
+export interface StoredEmail extends EmailSummary {
+  /** Opaque; the same for every recipient of one message. */
+  messageKey: string;
 }
 
-export interface EmailFull extends EmailSummary, MessageContent {
-  attachments: AttachmentMeta[];
+/** Bytes read from the store as they are consumed. */
+export interface StoredBytes {
+  sizeBytes: number;
+  chunks: AsyncIterable<Uint8Array>;
 }
 
 export interface ListQuery {
@@ -87,12 +70,6 @@ export interface NewKey {
 
 export type MintResult = { ok: true } | { ok: false; retryAfterMs: number };
 
-export interface AttachmentContent {
-  meta: AttachmentMeta;
-  /** The bytes, in chunks, read from the store as they are consumed. */
-  chunks: AsyncIterable<Uint8Array>;
-}
-
 /** What a backend can and cannot do; callers branch on these flags, never on the backend's name. */
 export interface StoreCapabilities {
   /** Ids are assigned by the backend itself (shared across nodes). */
@@ -110,8 +87,9 @@ export interface Store {
 
   /**
    * Stores the emails atomically (all or none) and returns their summaries in input order, with ids
-   * assigned strictly increasing in that order and greater than every id assigned before.
-   * Resolves only once the data is durable (the SMTP 250 depends on it).
+   * assigned strictly increasing in that order and greater than every id assigned before. Each
+   * distinct `raw` is stored once (see NewEmail). Resolves only once the data is durable (the SMTP
+   * 250 depends on it).
    */
   addEmails(emails: NewEmail[]): Promise<EmailSummary[]>;
 
@@ -121,22 +99,31 @@ export interface Store {
   /** Whether the address holds any live email. */
   hasEmails(address: string, now: number): Promise<boolean>;
 
-  /** One live email with bodies and attachment metadata, or null. */
-  getEmail(id: string, now: number): Promise<EmailFull | null>;
+  /** One live email's row (summary and message key), or null. */
+  getEmail(id: string, now: number): Promise<StoredEmail | null>;
 
-  /** Attachment metadata of a live email in stored order, or null when the email is missing. */
-  listAttachments(emailId: string, now: number): Promise<AttachmentMeta[] | null>;
+  /** The stored message as received, in chunks; null once its last row is gone. */
+  readRaw(messageKey: string): Promise<StoredBytes | null>;
 
-  /** One attachment's metadata and bytes, or null when the email or attachment is missing. */
-  getAttachment(emailId: string, attachmentId: string, now: number): Promise<AttachmentContent | null>;
+  /** The derived views of a message (an opaque document written by putViews), or null. */
+  getViews(messageKey: string): Promise<string | null>;
 
-  /** Deletes one live email and its attachments; false when it was missing. */
+  /**
+   * Keeps the derived views of a message and its decoded parts (attachment bytes, numbered from 0),
+   * replacing earlier ones. A message already freed stays freed (nothing is written).
+   */
+  putViews(messageKey: string, views: string, parts: Uint8Array[]): Promise<void>;
+
+  /** Part `index` as written by putViews, or null. */
+  readPart(messageKey: string, index: number): Promise<StoredBytes | null>;
+
+  /** Deletes one live email (its message too when no other row references it); false when it was missing. */
   deleteEmail(id: string, now: number): Promise<boolean>;
 
   /** Deletes every email of an address; returns how many live ones were removed. */
   purgeInbox(address: string, now: number): Promise<number>;
 
-  /** Deletes every email with expiresAt <= now; returns how many. */
+  /** Deletes every email with expiresAt <= now (and the messages they alone referenced); returns how many. */
   sweepExpired(now: number): Promise<number>;
 
   /**

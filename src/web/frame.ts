@@ -2,15 +2,16 @@
 // The sanitizer is not the boundary (spec: "not a security boundary"); the frame's sandbox and CSP
 // are (security.ts). Here we only point cid: images at our inline-image route and open links in a
 // new tab.
-import type { AttachmentMeta, EmailFull } from '../store/store.ts';
+import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
 
 /** Raster types an <img> may show from an attachment (never SVG or HTML). */
 export const INLINE_IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/jpg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp']);
 
 /**
- * The attachment a `cid:` reference names. The store keeps no Content-ID, so the match is by file
- * name: senders name inline parts `<name>` or `<name>@<host>` after the file (Outlook, Apple Mail,
- * nodemailer's `cid` option with a file name). Unmatched references stay blocked.
+ * The attachment a `cid:` reference names: by its Content-ID first (Gmail's `<ii_lx9k2f3a0>` differs
+ * from the file name), then by file name, as senders name inline parts `<name>` or `<name>@<host>`
+ * after the file (Outlook, Apple Mail, nodemailer's `cid` option with a file name). Unmatched
+ * references stay blocked.
  */
 export function attachmentForCid(cid: string, attachments: AttachmentMeta[]): AttachmentMeta | undefined {
   let ref = cid.trim().replace(/^<|>$/g, '');
@@ -22,6 +23,8 @@ export function attachmentForCid(cid: string, attachments: AttachmentMeta[]): At
   const lower = ref.toLowerCase();
   const beforeAt = lower.includes('@') ? lower.slice(0, lower.lastIndexOf('@')) : lower;
   const images = attachments.filter((a) => INLINE_IMAGE_TYPES.has(a.contentType));
+  const byCid = images.find((a) => a.contentId !== null && a.contentId.toLowerCase() === lower);
+  if (byCid) return byCid;
   return images.find((a) => a.filename.toLowerCase() === lower) ?? images.find((a) => a.filename.toLowerCase() === beforeAt) ?? images.find((a) => a.id.toLowerCase() === lower);
 }
 

@@ -21,6 +21,9 @@ const UUIDV7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]
 
 export const inbox = (tag = '') => `${tag}${randomUUID().slice(0, 8)}@ephemail.test`;
 
+/** A message's bytes as received. */
+export const rawMessage = (subject = 'hello') => Buffer.from(`From: Sender <s@example.org>\r\nSubject: ${subject}\r\n\r\ntext ${randomUUID()}\r\n`);
+
 export function newEmail(address: string, over: Partial<NewEmail> = {}): NewEmail {
   const receivedAt = over.receivedAt ?? Date.now();
   return {
@@ -28,17 +31,18 @@ export function newEmail(address: string, over: Partial<NewEmail> = {}): NewEmai
     sender: 'Sender <s@example.org>',
     mailedBy: 'example.org',
     subject: 'hello',
-    to: address,
-    cc: '',
-    messageId: '<m@example.org>',
-    headers: [{ name: 'Subject', value: 'hello' }],
-    textBody: 'text',
-    htmlBody: null,
-    attachments: [],
+    hasAttachments: false,
+    raw: rawMessage(over.subject),
     receivedAt,
     expiresAt: receivedAt + HOUR,
     ...over,
   };
+}
+
+async function rawOf(store: Store, id: string, now: number): Promise<Buffer | null> {
+  const row = await store.getEmail(id, now);
+  const raw = row && (await store.readRaw(row.messageKey));
+  return raw && (await collect(raw.chunks)).bytes;
 }
 
 const key = (prefix: string, createdAt: number, hash = randomBytes(32).toString('hex')): NewKey => ({
@@ -67,14 +71,12 @@ export function storeSuite(name: string, harness: StoreHarness): void {
         }
       });
 
-    withStore('addEmails returns summaries in input order with UUIDv7 ids; getEmail returns every field', async (store) => {
+    withStore('addEmails returns summaries in input order with UUIDv7 ids; getEmail returns the row and its message', async (store) => {
       const a = inbox();
       const b = inbox();
       const now = Date.now();
-      const full = newEmail(a, {
-        sender: '"Ünïcode" <u@example.org>', mailedBy: null, subject: 'Grüße 👋', to: 'x@y, z@w', cc: 'c@d', messageId: null,
-        headers: [{ name: 'X-A', value: '1' }, { name: 'x-a', value: '2' }], textBody: null, htmlBody: '<p>hi</p>',
-      });
+      const bytes = Buffer.concat([Buffer.from('Subject: =?utf-8?q?Gr=C3=BC=C3=9Fe?=\r\n\r\n'), randomBytes(300 * 1024 + 7)]);
+      const full = newEmail(a, { sender: '"Ünïcode" <u@example.org>', mailedBy: null, subject: 'Grüße 👋', hasAttachments: true, raw: bytes });
       const res = await store.addEmails([full, newEmail(b, { subject: 'second' })]);
       assert.equal(res.length, 2);
       assert.equal(res[0].address, a);
@@ -83,18 +85,76 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       for (const s of res) assert.match(s.id, UUIDV7);
       if (store.capabilities.orderedAcrossInboxes) assert.ok(res[1].id > res[0].id);
       const got = await store.getEmail(res[0].id, now);
-      assert.deepEqual(got, {
-        id: res[0].id, address: a, sender: full.sender, mailedBy: null, subject: full.subject, hasAttachments: false,
-        receivedAt: full.receivedAt, expiresAt: full.expiresAt, to: full.to, cc: full.cc, messageId: null,
-        headers: full.headers, textBody: null, htmlBody: '<p>hi</p>', attachments: [],
-      });
-      assert.deepEqual(res[0], {
-        id: res[0].id, address: a, sender: full.sender, mailedBy: null, subject: full.subject, hasAttachments: false,
+      const summary = {
+        id: res[0].id, address: a, sender: full.sender, mailedBy: null, subject: full.subject, hasAttachments: true,
         receivedAt: full.receivedAt, expiresAt: full.expiresAt,
-      });
+      };
+      assert.deepEqual(res[0], summary);
+      assert.deepEqual({ ...got, messageKey: undefined }, { ...summary, messageKey: undefined });
+      assert.equal(typeof got?.messageKey, 'string');
+      const raw = await store.readRaw(got!.messageKey);
+      assert.equal(raw?.sizeBytes, bytes.length);
+      const read = await collect(raw!.chunks);
+      assert.ok(read.bytes.equals(bytes), 'the message comes back byte for byte');
+      assert.ok(read.count > 1, 'a large message is read in chunks');
       assert.equal(await store.getEmail(res[0].id.toUpperCase(), now).then((e) => e?.id), res[0].id, 'ids are case-insensitive');
       assert.equal(await store.getEmail(randomUUID(), now), null);
+      assert.equal(await store.readRaw('no-such-message'), null);
       assert.deepEqual(await store.addEmails([]), []);
+    });
+
+    withStore('a message to several inboxes is stored once; deleting one copy keeps the others; the last frees it', async (store) => {
+      const boxes = [inbox(), inbox(), inbox()];
+      const now = Date.now();
+      const raw = rawMessage('shared');
+      const rows = await store.addEmails(boxes.map((b) => newEmail(b, { subject: 'shared', raw })));
+      const stored = await Promise.all(rows.map((r) => store.getEmail(r.id, now)));
+      const keys = new Set(stored.map((s) => s!.messageKey));
+      assert.equal(keys.size, 1, 'one message for every recipient');
+      const [key] = keys;
+      assert.equal(new Set(rows.map((r) => r.id)).size, 3, 'one row each');
+      await store.putViews(key, '{"v":1}', [Buffer.from('part zero'), Buffer.alloc(0)]);
+      assert.equal(await store.getViews(key), '{"v":1}');
+      assert.equal(await store.deleteEmail(rows[0].id, now), true);
+      assert.equal(await store.getEmail(rows[0].id, now), null);
+      assert.ok((await rawOf(store, rows[1].id, now))?.equals(raw), 'the others still read the message');
+      assert.equal(await store.getViews(key), '{"v":1}', 'and its views');
+      assert.equal(await store.purgeInbox(boxes[1], now), 1);
+      assert.ok((await rawOf(store, rows[2].id, now))?.equals(raw));
+      assert.equal(await store.deleteEmail(rows[2].id, now), true);
+      assert.equal(await store.readRaw(key), null, 'the last copy frees the message');
+      assert.equal(await store.getViews(key), null, 'and its views');
+      assert.equal(await store.readPart(key, 0), null, 'and its parts');
+      await store.putViews(key, '{"v":2}', [Buffer.from('late')]);
+      assert.equal(await store.getViews(key), null, 'views of a freed message are not written');
+      // distinct messages stay distinct, even with equal bytes
+      const [x, y] = await store.addEmails([newEmail(boxes[0], { raw: Buffer.from(raw) }), newEmail(boxes[0], { raw: Buffer.from(raw) })]);
+      assert.notEqual((await store.getEmail(x.id, now))!.messageKey, (await store.getEmail(y.id, now))!.messageKey);
+    });
+
+    withStore('views and parts: written once, read in chunks, replaced by a later write', async (store) => {
+      const a = inbox();
+      const now = Date.now();
+      const [e] = await store.addEmails([newEmail(a)]);
+      const key = (await store.getEmail(e.id, now))!.messageKey;
+      assert.equal(await store.getViews(key), null, 'none until derived');
+      assert.equal(await store.readPart(key, 0), null);
+      const big = randomBytes(700 * 1024 + 13);
+      const small = Buffer.from([0, 1, 2, 255, 0]);
+      await store.putViews(key, JSON.stringify({ n: 'ä👋' }), [new Uint8Array(big.buffer, big.byteOffset, big.byteLength), small, new Uint8Array(0)]);
+      assert.equal(await store.getViews(key), JSON.stringify({ n: 'ä👋' }));
+      const first = await store.readPart(key, 0);
+      assert.equal(first?.sizeBytes, big.length);
+      const got = await collect(first!.chunks);
+      assert.ok(got.bytes.equals(big), 'bytes round-trip');
+      assert.ok(got.count > 1, 'a large part is read in several chunks');
+      assert.ok((await collect((await store.readPart(key, 1))!.chunks)).bytes.equals(small));
+      assert.equal((await store.readPart(key, 2))?.sizeBytes, 0);
+      assert.equal(await store.readPart(key, 3), null);
+      await store.putViews(key, '{}', [small]);
+      assert.equal(await store.getViews(key), '{}');
+      assert.equal(await store.readPart(key, 1), null, 'a later write replaces every part');
+      assert.ok((await collect((await store.readPart(key, 0))!.chunks)).bytes.equals(small));
     });
 
     withStore('lists are per address: newest first, since oldest first, before pages back, limit', async (store) => {
@@ -153,7 +213,6 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       assert.equal(await store.getEmail(short.id, at), null);
       assert.equal(await store.getEmail(mid.id, at), null);
       assert.equal((await store.getEmail(long.id, at))?.subject, 'long');
-      assert.equal(await store.listAttachments(mid.id, at), null);
       assert.equal(await store.deleteEmail(mid.id, at), false);
       assert.equal(await store.hasEmails(a, at), true);
       assert.equal(await store.hasEmails(a, now + 3 * HOUR), false);
@@ -162,55 +221,18 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       assert.equal((await store.getEmail(short.id, now))?.subject, 'short');
     });
 
-    withStore('attachments: metadata in order, bytes in chunks, missing → null', async (store) => {
+    withStore('deleteEmail removes one live email and its message', async (store) => {
       const a = inbox();
       const now = Date.now();
-      const big = randomBytes(700 * 1024 + 13);
-      const small = Buffer.from([0, 1, 2, 255, 0]);
-      const view = new Uint8Array(big.buffer, big.byteOffset, big.byteLength);
-      const [e, plain] = await store.addEmails([
-        newEmail(a, { attachments: [
-          { filename: 'big.bin', contentType: 'application/octet-stream', content: view },
-          { filename: 'ä.txt', contentType: 'text/plain; charset=utf-8', content: small },
-          { filename: 'empty', contentType: 'text/plain', content: new Uint8Array(0) },
-        ] }),
-        newEmail(a),
-      ]);
-      assert.equal(e.hasAttachments, true);
-      assert.equal(plain.hasAttachments, false);
-      const metas = await store.listAttachments(e.id, now);
-      assert.deepEqual(metas?.map((m) => [m.filename, m.contentType, m.sizeBytes]), [
-        ['big.bin', 'application/octet-stream', big.length], ['ä.txt', 'text/plain; charset=utf-8', 5], ['empty', 'text/plain', 0],
-      ]);
-      assert.equal(new Set(metas!.map((m) => m.id)).size, 3, 'attachment ids are unique within the email');
-      assert.deepEqual((await store.getEmail(e.id, now))?.attachments, metas);
-      const first = await store.getAttachment(e.id, metas![0].id, now);
-      assert.deepEqual(first?.meta, metas![0]);
-      const got = await collect(first!.chunks);
-      assert.ok(got.bytes.equals(big), 'bytes round-trip');
-      assert.ok(got.count > 1, 'a large attachment is read in several chunks');
-      assert.ok((await collect((await store.getAttachment(e.id, metas![1].id, now))!.chunks)).bytes.equals(small));
-      assert.equal((await collect((await store.getAttachment(e.id, metas![2].id, now))!.chunks)).bytes.length, 0);
-      assert.equal(await store.getAttachment(e.id, 'nope', now), null);
-      assert.equal(await store.getAttachment(randomUUID(), metas![0].id, now), null);
-      assert.deepEqual(await store.listAttachments(plain.id, now), []);
-      assert.equal(await store.listAttachments(randomUUID(), now), null);
-      assert.equal(await store.getAttachment(e.id, metas![0].id, e.expiresAt), null, 'expired email: no attachment');
-    });
-
-    withStore('deleteEmail removes one live email and its attachments', async (store) => {
-      const a = inbox();
-      const now = Date.now();
-      const [x, y] = await store.addEmails([
-        newEmail(a, { attachments: [{ filename: 'f', contentType: 'text/plain', content: Buffer.from('abc') }] }),
-        newEmail(a),
-      ]);
+      const [x, y] = await store.addEmails([newEmail(a, { hasAttachments: true }), newEmail(a)]);
+      const key = (await store.getEmail(x.id, now))!.messageKey;
+      await store.putViews(key, '{}', [Buffer.from('abc')]);
       assert.equal(await store.deleteEmail(x.id, now), true);
       assert.equal(await store.deleteEmail(x.id, now), false);
       assert.equal(await store.deleteEmail(randomUUID(), now), false);
       assert.equal(await store.getEmail(x.id, now), null);
-      assert.equal(await store.listAttachments(x.id, now), null);
-      assert.equal(await store.getAttachment(x.id, '1', now), null);
+      assert.equal(await store.readRaw(key), null);
+      assert.equal(await store.readPart(key, 0), null);
       assert.deepEqual((await store.listEmails(a, { limit: 10 }, now)).map((e) => e.id), [y.id]);
       assert.equal(await store.deleteEmail(y.id.toUpperCase(), now), true);
       assert.equal(await store.hasEmails(a, now), false);
@@ -221,10 +243,14 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       const b = inbox();
       const now = Date.now();
       await store.addEmails([newEmail(a), newEmail(a, { expiresAt: now + 10 * 60_000 }), newEmail(a), newEmail(b)]);
-      await store.addEmails([newEmail(a, { attachments: [{ filename: 'f', contentType: 'text/plain', content: Buffer.from('x') }] })]);
+      const [withParts] = await store.addEmails([newEmail(a, { hasAttachments: true })]);
+      const key = (await store.getEmail(withParts.id, now))!.messageKey;
+      await store.putViews(key, '{}', [Buffer.from('x')]);
       const at = now + 20 * 60_000;
       assert.equal(await store.purgeInbox(a, at), 3, 'the expired one is removed but not counted');
       assert.deepEqual(await store.listEmails(a, { limit: 10 }, now), [], 'expired mail is gone too');
+      assert.equal(await store.readRaw(key), null, 'messages are freed');
+      assert.equal(await store.readPart(key, 0), null);
       assert.equal(await store.purgeInbox(a, at), 0);
       assert.equal(await store.purgeInbox(inbox(), at), 0);
       assert.equal((await store.listEmails(b, { limit: 10 }, now)).length, 1, 'other inboxes untouched');
@@ -237,17 +263,20 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       const b = inbox();
       const now = Date.now();
       const [gone1, , gone2, keep] = await store.addEmails([
-        newEmail(a, { expiresAt: now + HOUR, attachments: [{ filename: 'f', contentType: 'text/plain', content: Buffer.from('x') }] }),
+        newEmail(a, { expiresAt: now + HOUR, hasAttachments: true }),
         newEmail(a, { expiresAt: now + 3 * HOUR }),
         newEmail(b, { expiresAt: now + 2 * HOUR }),
         newEmail(b, { expiresAt: now + 3 * HOUR }),
       ]);
+      const key = (await store.getEmail(gone1.id, now))!.messageKey;
+      await store.putViews(key, '{}', [Buffer.from('x')]);
       const at = now + 2 * HOUR;
       assert.equal(await store.sweepExpired(at), 2);
       assert.equal(await store.sweepExpired(at), 0);
       assert.equal(await store.getEmail(gone1.id, now), null, 'deleted, not just hidden');
       assert.equal(await store.getEmail(gone2.id, now), null);
-      assert.equal(await store.getAttachment(gone1.id, '1', now), null);
+      assert.equal(await store.readRaw(key), null, 'its message is freed');
+      assert.equal(await store.readPart(key, 0), null);
       assert.deepEqual((await store.listEmails(b, { limit: 10 }, now)).map((e) => e.id), [keep.id]);
       assert.equal((await store.listEmails(a, { limit: 10 }, now)).length, 1);
     });

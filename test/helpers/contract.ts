@@ -46,8 +46,9 @@ export function expectKeys(obj: unknown, keys: string[], label = ''): void {
 }
 
 export const SUMMARY_KEYS = ['id', 'address', 'sender', 'mailed_by', 'subject', 'has_attachments', 'received_at', 'expires_at'];
-export const FULL_KEYS = [...SUMMARY_KEYS, 'to', 'cc', 'message_id', 'headers', 'text_body', 'html_body', 'attachments'];
-export const ATTACHMENT_KEYS = ['id', 'filename', 'content_type', 'size_bytes', 'download_url'];
+// the spec's fields, then the additive ones (raw_url, attachments_dropped: issue 10; content_id: issue 15)
+export const FULL_KEYS = [...SUMMARY_KEYS, 'to', 'cc', 'message_id', 'headers', 'text_body', 'html_body', 'attachments', 'attachments_dropped', 'raw_url'];
+export const ATTACHMENT_KEYS = ['id', 'filename', 'content_type', 'size_bytes', 'download_url', 'content_id'];
 
 export function expectSummary(e: any, ttlSeconds = 3600): void {
   expectKeys(e, SUMMARY_KEYS, 'email summary');
@@ -64,8 +65,10 @@ export function expectSummary(e: any, ttlSeconds = 3600): void {
 
 export function expectFull(e: any, ttlSeconds = 3600): void {
   expectKeys(e, FULL_KEYS, 'full email');
-  const { to, cc, message_id, headers, text_body, html_body, attachments, ...summary } = e;
+  const { to, cc, message_id, headers, text_body, html_body, attachments, attachments_dropped, raw_url, ...summary } = e;
   expectSummary(summary, ttlSeconds);
+  assert.ok(Number.isInteger(attachments_dropped) && attachments_dropped >= 0);
+  assert.match(raw_url, new RegExp(`/api/v1/emails/${e.id}/raw$`));
   assert.equal(typeof to, 'string');
   assert.equal(typeof cc, 'string');
   assert.ok(message_id === null || typeof message_id === 'string');
@@ -85,6 +88,7 @@ export function expectFull(e: any, ttlSeconds = 3600): void {
     assert.ok(a.filename.length > 0);
     assert.equal(typeof a.content_type, 'string');
     assert.ok(Number.isInteger(a.size_bytes) && a.size_bytes >= 0);
+    assert.ok(a.content_id === null || (typeof a.content_id === 'string' && a.content_id.length > 0));
   }
 }
 

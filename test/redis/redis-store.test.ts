@@ -37,7 +37,6 @@ describe('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () => {
       assert.ok(Math.abs(ms - before) < 5000, 'server TIME');
       assert.equal(idSlot(s.id), addressSlot(addrs[i]));
       assert.equal(keySlot(keys.email(s.id)), keySlot(keys.index(addrs[i])), 'email and index share a slot');
-      assert.equal(keySlot(keys.attachment(s.id, '1')), keySlot(keys.index(addrs[i])));
     }
   });
 
@@ -45,8 +44,10 @@ describe('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () => {
     const keys = keyspace(h.prefix());
     const store = createRedisStore({ client, keys, cluster: false, ownsClient: false });
     const a = inbox();
-    const [e] = await store.addEmails([newEmail(a, { expiresAt: Date.now() + 60_000, attachments: [{ filename: 'f', contentType: 'text/plain', content: Buffer.from('x') }] })]);
-    for (const key of [keys.email(e.id), keys.attachment(e.id, '1'), keys.index(a)]) {
+    const [e] = await store.addEmails([newEmail(a, { expiresAt: Date.now() + 60_000, hasAttachments: true })]);
+    const mk = (await store.getEmail(e.id, Date.now()))!.messageKey;
+    await store.putViews(mk, '{}', [Buffer.from('x')]);
+    for (const key of [keys.email(e.id), keys.message(mk), `${keys.message(mk)}:r`, `${keys.message(mk)}:p:0`, keys.index(a)]) {
       const ttl = await client.pttl(key);
       assert.ok(ttl > 50_000 && ttl <= 60_000, `${key} ttl ${ttl}`);
     }

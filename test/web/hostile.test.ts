@@ -9,6 +9,8 @@ import { after, before, test } from 'node:test';
 import type { Browser, BrowserContext, Page, Request } from 'playwright-core';
 import { startService, type TestService } from '../helpers/service.ts';
 import { launchChromium, screenshots, sleep, startRecorder, type Recorder } from './browser.ts';
+import type { MessageViews } from '../../src/domain/message.ts';
+import { VIEWS_VERSION } from '../../src/smtp/parse.ts';
 
 let svc: TestService;
 let browser: Browser;
@@ -192,21 +194,23 @@ test('a hostile email through SMTP: nothing executes, nothing loads, until remot
 test('the same email stored raw, past the sanitizer: the frame alone keeps it inert', async (t) => {
   const address = 'raw@ephemail.test';
   const now = Date.now();
-  const [stored] = await svc.service.core.store.addEmails([{
+  const { store } = svc.service.core;
+  const [stored] = await store.addEmails([{
     address,
     sender: 'Raw <raw@attacker.example>',
     mailedBy: 'attacker.example',
     subject: 'Unsanitized body',
-    to: address,
-    cc: '',
-    messageId: null,
-    headers: [{ name: 'Subject', value: 'Unsanitized body' }],
-    textBody: null,
-    htmlBody: hostileHtml(rec.url),
-    attachments: [],
+    hasAttachments: false,
+    raw: Buffer.from('Subject: Unsanitized body\r\n\r\n'),
     receivedAt: now,
     expiresAt: now + 3_600_000,
   }]);
+  // views written directly, as if the derivation had let the markup through
+  const views: MessageViews = {
+    version: VIEWS_VERSION, to: address, cc: '', messageId: null, headers: [{ name: 'Subject', value: 'Unsanitized body' }],
+    textBody: null, htmlBody: hostileHtml(rec.url), attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, outcome: 'ok',
+  };
+  await store.putViews((await store.getEmail(stored.id, now))!.messageKey, JSON.stringify(views), []);
   const w = await open();
   await exercise(w, address, stored.id);
   // the raw markup really is there (the sanitizer did not run): the frame holds the script elements

@@ -94,15 +94,20 @@ test(`web routes count in their own per-IP bucket (${WEB_LIMITS.perMinute}/min),
 
 test('cid references match attachments by file name; SVG never counts as an inline image', () => {
   const atts = [
-    { id: '1', filename: 'logo.png', contentType: 'image/png', sizeBytes: 1 },
-    { id: '2', filename: 'Photo.JPG', contentType: 'image/jpeg', sizeBytes: 1 },
-    { id: '3', filename: 'vector.svg', contentType: 'image/svg+xml', sizeBytes: 1 },
+    { id: '1', filename: 'logo.png', contentType: 'image/png', sizeBytes: 1, contentId: null },
+    { id: '2', filename: 'Photo.JPG', contentType: 'image/jpeg', sizeBytes: 1, contentId: null },
+    { id: '3', filename: 'vector.svg', contentType: 'image/svg+xml', sizeBytes: 1, contentId: null },
   ];
   assert.equal(attachmentForCid('logo.png', atts)?.id, '1');
   assert.equal(attachmentForCid('photo.jpg@01D9.ABC', atts)?.id, '2');
   assert.equal(attachmentForCid('<logo.png>', atts)?.id, '1');
   assert.equal(attachmentForCid('vector.svg', atts), undefined);
   assert.equal(attachmentForCid('unknown@x', atts), undefined);
+  // by Content-ID first: Gmail names inline parts ii_<random>, unrelated to the file name
+  const gmail = [{ id: '1', filename: 'image.png', contentType: 'image/png', sizeBytes: 1, contentId: 'ii_lx9k2f3a0' }];
+  assert.equal(attachmentForCid('ii_lx9k2f3a0', gmail)?.id, '1');
+  assert.equal(attachmentForCid('<ii_lx9k2f3a0>', gmail)?.id, '1');
+  assert.equal(attachmentForCid('ii_other', gmail), undefined);
   const doc = frameDocument({ id: 'e', htmlBody: '<img src="cid:nothing"><img src="cid:logo.png">', attachments: atts } as any);
   assert.match(doc, /<img src="about:blank"><img src="\/web\/frames\/e\/cid\/1">/);
   assert.match(doc, /<base target="_blank">/);

@@ -3,9 +3,10 @@
 // its snake_case wire form.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
-import type { AttachmentMeta, EmailFull, EmailSummary, KeyRecord } from '../../store/store.ts';
+import type { AttachmentMeta, EmailFull } from '../../domain/message.ts';
+import type { EmailSummary, KeyRecord } from '../../store/store.ts';
 import type { Core } from '../../services/core.ts';
-import { downloadUrl } from '../../services/emails.ts';
+import { downloadUrl, rawUrl } from '../../services/emails.ts';
 
 const Nullable = <T extends TSchema>(t: T, description?: string) => Type.Union([t, Type.Null()], description ? { description } : {});
 const DateTime = (description: string) => Type.String({ format: 'date-time', description });
@@ -51,6 +52,7 @@ export const AttachmentSchema = Type.Object(
     content_type: Type.String(),
     size_bytes: Type.Integer(),
     download_url: Type.String({ description: 'Address of the raw-bytes endpoint for this attachment' }),
+    content_id: Nullable(Type.String(), 'The part\'s Content-ID without angle brackets (what `cid:` URLs in the HTML name); null when absent. Additive.'),
   },
   { $id: 'Attachment', title: 'Attachment' },
 );
@@ -67,6 +69,8 @@ export const EmailFullSchema = Type.Object(
     text_body: Nullable(Type.String(), 'Null when the message had no plain-text part'),
     html_body: Nullable(Type.String(), 'Null when the message had no HTML part. Sanitized with an allow-list: no script, iframe, object, embed, form, svg, on* attributes or javascript: URLs.'),
     attachments: Type.Array(Type.Ref(AttachmentSchema)),
+    attachments_dropped: Type.Integer({ minimum: 0, description: 'Attachments not kept: over 5 MB decoded, or past the 100th. Additive.' }),
+    raw_url: Type.String({ description: 'Address of the message as received (`GET /api/v1/emails/{id}/raw`, an .eml download). Additive.' }),
   },
   { $id: 'Email', title: 'Email' },
 );
@@ -207,6 +211,7 @@ export const toWireAttachment = (core: Core, emailId: string, a: AttachmentMeta)
   content_type: a.contentType,
   size_bytes: a.sizeBytes,
   download_url: downloadUrl(core, emailId, a.id),
+  content_id: a.contentId,
 });
 
 export const toWireEmail = (core: Core, e: EmailFull) => Object.assign(toWireSummary(e), {
@@ -217,6 +222,8 @@ export const toWireEmail = (core: Core, e: EmailFull) => Object.assign(toWireSum
   text_body: e.textBody,
   html_body: e.htmlBody,
   attachments: e.attachments.map((a) => toWireAttachment(core, e.id, a)),
+  attachments_dropped: e.attachmentsDropped,
+  raw_url: rawUrl(core, e.id),
 });
 
 export const toWireLimits = (l: { perMinute: number; perDay: number }, concurrentWaits: number) => ({

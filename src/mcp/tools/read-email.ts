@@ -2,7 +2,7 @@
 // same service as GET /api/v1/emails/{id}. Body rules live in ../body.ts, hygiene in ../untrusted.ts.
 import { z } from 'zod';
 import { downloadUrl, getEmail } from '../../services/emails.ts';
-import { BODY_MAX_CHARS, renderBody } from '../body.ts';
+import { BODY_MAX_CHARS } from '../body.ts';
 import { untrustedBlock, untrustedLine } from '../untrusted.ts';
 import { FROM_MAX, SUBJECT_MAX } from './check-inbox.ts';
 import { defineTool } from './tool.ts';
@@ -42,7 +42,7 @@ export const readEmailTool = defineTool({
   annotations: { title: 'Read one email', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run({ core }, args) {
     const email = await getEmail(core, args.email_id);
-    const { body, truncated } = renderBody(email.textBody, email.htmlBody);
+    const { body, truncated } = email.agentBody; // derived once per message, off the event loop
     const structured = {
       id: email.id,
       address: email.address,

@@ -63,7 +63,8 @@ export function keyspace(prefix: string) {
     /** Set of slot tags that hold mail: what sweepExpired visits. */
     slotsInUse: `${prefix}slots`,
     email: (id: string) => `${slotBase(idSlot(id))}e:${id}`,
-    attachment: (id: string, attachmentId: string) => `${slotBase(idSlot(id))}a:${id}:${attachmentId}`,
+    /** A message (hash), stored once; its raw bytes at `<key>:r` and parts at `<key>:p:<n>`, all in the tag's slot. */
+    message: (messageKey: string) => `${prefix}m:{${messageKey}}`,
     index: (address: string) => `${slotBase(addressSlot(address))}i:${address}`,
     /** API keys live in one slot: small, never expiring, and minting must be atomic with the per-IP log. */
     keysBase: `${prefix}{keys}:`,

@@ -1,11 +1,9 @@
 // The Redis Store: the same contract as the SQLite store (store.ts), shared by every node. Emails and
 // attachments expire by Redis itself (PEXPIREAT at expiresAt); reads also filter on `now`, so a list
 // never shows expired mail. Ids are assigned inside the write script from the server's TIME.
-import { randomInt } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
-import type {
-  AttachmentContent, AttachmentMeta, EmailFull, EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, Store,
-} from '../store.ts';
+import type { EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, Store, StoredBytes, StoredEmail } from '../store.ts';
 import { call, closing, type RedisClient } from './client.ts';
 import { addressSlot, idSlot, type Keyspace } from './keys.ts';
 import * as lua from './scripts.ts';
@@ -26,15 +24,6 @@ function script(client: RedisClient, name: string, source: string, numberOfKeys:
 }
 
 type StoredSummary = Omit<EmailSummary, 'id'>;
-interface StoredFull {
-  to: string;
-  cc: string;
-  messageId: string | null;
-  headers: EmailFull['headers'];
-  textBody: string | null;
-  htmlBody: string | null;
-  attachments: AttachmentMeta[];
-}
 
 export interface RedisStoreOptions {
   client: RedisClient;
@@ -51,6 +40,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     add: script(client, 'ephAddEmails', lua.ADD_EMAILS, 1),
     list: script(client, 'ephListEmails', lua.LIST_EMAILS, 1),
     del: script(client, 'ephDeleteEmail', lua.DELETE_EMAIL, 1),
+    addMessage: script(client, 'ephAddMessage', lua.ADD_MESSAGE, 2),
+    unref: script(client, 'ephUnrefMessage', lua.UNREF_MESSAGE, 1),
+    putViews: script(client, 'ephPutViews', lua.PUT_VIEWS, 1),
     purge: script(client, 'ephPurgeInbox', lua.PURGE_INBOX, 1),
     sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
     mint: script(client, 'ephMintKey', lua.MINT_KEY, 3),
@@ -59,26 +51,38 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   /** Slots this node already recorded in `slotsInUse` since its last sweep. */
   const slotsSeen = new Set<number>();
 
-  async function addGroup(slot: number | null, emails: NewEmail[]): Promise<string[]> {
+  async function addGroup(slot: number | null, emails: NewEmail[], keyOf: Map<Uint8Array, string>): Promise<string[]> {
     const args: Arg[] = [emails.length];
     for (const e of emails) {
       const s = addressSlot(e.address);
       const summary: StoredSummary = {
         address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
-        hasAttachments: e.attachments.length > 0, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
+        hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
       };
-      const full: StoredFull = {
-        to: e.to, cc: e.cc, messageId: e.messageId, headers: e.headers, textBody: e.textBody, htmlBody: e.htmlBody,
-        attachments: e.attachments.map((a, i) => ({ id: String(i + 1), filename: a.filename, contentType: a.contentType, sizeBytes: a.content.byteLength })),
-      };
-      args.push(k.slotBase(s), e.address, s * 2 ** 18 + randomInt(2 ** 18), randomInt(2 ** 30), e.expiresAt, JSON.stringify(summary), JSON.stringify(full), e.attachments.length);
-      for (const a of e.attachments) args.push(Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength));
+      args.push(k.slotBase(s), e.address, s * 2 ** 18 + randomInt(2 ** 18), randomInt(2 ** 30), e.expiresAt, JSON.stringify(summary), keyOf.get(e.raw)!);
     }
     return (await run.add([k.sequence(slot)], args)) as string[];
   }
 
   async function addEmails(emails: NewEmail[]): Promise<EmailSummary[]> {
     if (emails.length === 0) return [];
+    // each message once, before the rows that reference it (its own slot: a random key's hash tag)
+    const messages = new Map<Uint8Array, { rows: number; expiresAt: number }>();
+    for (const e of emails) {
+      const m = messages.get(e.raw);
+      if (!m) messages.set(e.raw, { rows: 1, expiresAt: e.expiresAt });
+      else {
+        m.rows++;
+        m.expiresAt = Math.max(m.expiresAt, e.expiresAt);
+      }
+    }
+    const keyOf = new Map<Uint8Array, string>();
+    await Promise.all([...messages].map(([raw, m]) => {
+      const mk = randomUUID();
+      keyOf.set(raw, mk);
+      const base = k.message(mk);
+      return run.addMessage([base, `${base}:r`], [Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), m.rows, m.expiresAt]);
+    }));
     const slots = [...new Set(emails.map((e) => addressSlot(e.address)))];
     const fresh = slots.filter((s) => !slotsSeen.has(s));
     if (fresh.length) {
@@ -87,7 +91,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     }
     const ids: string[] = new Array(emails.length);
     if (!cluster) {
-      (await addGroup(null, emails)).forEach((id, i) => (ids[i] = id));
+      (await addGroup(null, emails, keyOf)).forEach((id, i) => (ids[i] = id));
     } else {
       // one script per slot: the inbox is the unit of atomicity and order on Cluster
       const groups = new Map<number, number[]>();
@@ -95,12 +99,17 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         const s = addressSlot(e.address);
         groups.set(s, [...(groups.get(s) ?? []), i]);
       });
-      await Promise.all([...groups].map(async ([s, idx]) => (await addGroup(s, idx.map((i) => emails[i]))).forEach((id, j) => (ids[idx[j]] = id))));
+      await Promise.all([...groups].map(async ([s, idx]) => (await addGroup(s, idx.map((i) => emails[i]), keyOf)).forEach((id, j) => (ids[idx[j]] = id))));
     }
     return emails.map((e, i) => ({
       id: ids[i], address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
-      hasAttachments: e.attachments.length > 0, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
+      hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
     }));
+  }
+
+  /** One row fewer references these messages; the last one frees it. */
+  async function unref(messageKeys: string[]): Promise<void> {
+    await Promise.all(messageKeys.filter(Boolean).map((mk) => run.unref([k.message(mk)], [k.message(mk)])));
   }
 
   async function listEmails(address: string, query: ListQuery, now: number): Promise<EmailSummary[]> {
@@ -111,25 +120,25 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     return out;
   }
 
-  /** The live email's stored parts, or null. */
-  async function load(id: string, now: number): Promise<{ summary: StoredSummary; full: StoredFull } | null> {
-    const [x, s, f] = await client.hmget(k.email(id), 'x', 's', 'f');
-    if (x === null || s === null || f === null || Number(x) <= now) return null;
-    return { summary: JSON.parse(s), full: JSON.parse(f) };
-  }
-
-  async function* readChunks(key: string, size: number): AsyncIterable<Uint8Array> {
-    for (let offset = 0; offset < size; offset += CHUNK) {
-      const bytes = await call(() => client.getrangeBuffer(key, offset, Math.min(size, offset + CHUNK) - 1));
-      if (!bytes.length) return; // deleted or expired while streaming
-      yield bytes;
+  /** A string value read in chunks as they are consumed (GETRANGE); null when missing. */
+  async function bytes(key: string): Promise<StoredBytes | null> {
+    const [[, exists], [, size]] = ((await client.multi().exists(key).strlen(key).exec()) ?? []) as [unknown, number][];
+    if (!exists) return null;
+    async function* chunks(): AsyncIterable<Uint8Array> {
+      for (let offset = 0; offset < size; offset += CHUNK) {
+        const b = await call(() => client.getrangeBuffer(key, offset, Math.min(size, offset + CHUNK) - 1));
+        if (!b.length) return; // deleted or expired while streaming
+        yield b;
+      }
     }
+    return { sizeBytes: size, chunks: chunks() };
   }
 
   async function sweepSlot(slot: number, now: number): Promise<number> {
     let removed = 0;
     for (let round = 0; round < 10_000; round++) {
-      const [n, left] = (await run.sweep([`${k.slotBase(slot)}sx`], [k.slotBase(slot), now, SWEEP_BATCH])) as [number, number];
+      const [n, left, ...mks] = (await run.sweep([`${k.slotBase(slot)}sx`], [k.slotBase(slot), now, SWEEP_BATCH])) as [number, number, ...string[]];
+      await unref(mks); // Redis expires them by itself too, at the same time as their rows
       removed += n;
       if (left === 0) await client.srem(k.slotsInUse, slot);
       if (n < SWEEP_BATCH) break;
@@ -162,24 +171,33 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
     hasEmails: (address, now) => call(async () => (await listEmails(address, { limit: 1 }, now)).length > 0),
     getEmail: (id, now) =>
-      call(async (): Promise<EmailFull | null> => {
-        const e = await load(id.toLowerCase(), now);
-        return e && { id: id.toLowerCase(), ...e.summary, ...e.full };
+      call(async (): Promise<StoredEmail | null> => {
+        const lid = id.toLowerCase();
+        const [x, s, m] = await client.hmget(k.email(lid), 'x', 's', 'm');
+        if (x === null || s === null || m === null || Number(x) <= now) return null;
+        return { id: lid, ...(JSON.parse(s) as StoredSummary), messageKey: m };
       }),
-    listAttachments: (emailId, now) => call(async () => (await load(emailId.toLowerCase(), now))?.full.attachments ?? null),
-    getAttachment: (emailId, attachmentId, now) =>
-      call(async (): Promise<AttachmentContent | null> => {
-        const id = emailId.toLowerCase();
-        const meta = (await load(id, now))?.full.attachments.find((a) => a.id === attachmentId);
-        return meta ? { meta, chunks: readChunks(k.attachment(id, meta.id), meta.sizeBytes) } : null;
+    readRaw: (mk) => call(() => bytes(`${k.message(mk)}:r`)),
+    getViews: (mk) => call(() => client.hget(k.message(mk), 'v')),
+    putViews: (mk, views, parts) =>
+      call(async () => {
+        const base = k.message(mk);
+        await run.putViews([base], [base, views, ...parts.map((p) => Buffer.from(p.buffer, p.byteOffset, p.byteLength))]);
       }),
+    readPart: (mk, index) => call(() => bytes(`${k.message(mk)}:p:${index}`)),
     deleteEmail: (id, now) =>
       call(async () => {
         const lid = id.toLowerCase();
-        return (await run.del([k.email(lid)], [k.slotBase(idSlot(lid)), lid, now])) === 1;
+        const [removed, mk] = (await run.del([k.email(lid)], [k.slotBase(idSlot(lid)), lid, now])) as [number, string?];
+        if (removed === 1 && mk) await unref([mk]);
+        return removed === 1;
       }),
     purgeInbox: (address, now) =>
-      call(async () => (await run.purge([k.index(address)], [k.slotBase(addressSlot(address)), address, now])) as number),
+      call(async () => {
+        const [live, ...mks] = (await run.purge([k.index(address)], [k.slotBase(addressSlot(address)), address, now])) as [number, ...string[]];
+        await unref(mks);
+        return live;
+      }),
     sweepExpired: (now) =>
       call(async () => {
         slotsSeen.clear();

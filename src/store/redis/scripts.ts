@@ -14,16 +14,12 @@ local function extend(key, at, now)
   local p = redis.call('PTTL', key)
   if p < 0 or now + p < at then redis.call('PEXPIREAT', key, string.format('%.0f', at)) end
 end
-local function drop_attachments(base, id)
-  local j = 1
-  while redis.call('DEL', base .. 'a:' .. id .. ':' .. j) == 1 do j = j + 1 end
-end
 `;
 
 /**
- * addEmails. KEYS[1]: the id sequence (hash: ms, c). ARGV[1]: number of emails, then per email:
- * base, address, low32 (slot << 18 | 18 random bits), r30 (random counter start), expiresAt,
- * summary JSON, full JSON, attachment count, then that many attachment byte strings.
+ * addEmails (the rows; their messages are written first by ADD_MESSAGE). KEYS[1]: the id sequence
+ * (hash: ms, c). ARGV[1]: number of emails, then per email: base, address, low32 (slot << 18 | 18
+ * random bits), r30 (random counter start), expiresAt, summary JSON, message key.
  * Ids follow domain/ids.ts exactly: 48-bit ms from the server's TIME, a 42-bit counter
  * (rand_a 12 bits + the top 30 of rand_b), 32 low bits. A new millisecond starts the counter at
  * r30 << 10; the same or an earlier one (a clock stepping back, another node) increments it.
@@ -40,8 +36,8 @@ local out = {}
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
   local base, address, low32, r30 = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local expires, summary, full, natt = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], tonumber(ARGV[i + 7])
-  i = i + 8
+  local expires, summary, mkey = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
+  i = i + 7
   if now > last then
     last = now
     counter = r30 * 1024
@@ -59,12 +55,8 @@ for _ = 1, tonumber(ARGV[1]) do
   local id = t:sub(1, 8) .. '-' .. t:sub(9, 12) .. '-7' .. hex(rand_a, 3) .. '-' .. b:sub(1, 4) .. '-' .. b:sub(5, 16)
   local at = string.format('%.0f', expires)
   local ekey = base .. 'e:' .. id
-  redis.call('HSET', ekey, 's', summary, 'f', full, 'x', at, 'a', address)
+  redis.call('HSET', ekey, 's', summary, 'm', mkey, 'x', at, 'a', address)
   redis.call('PEXPIREAT', ekey, at)
-  for j = 1, natt do
-    redis.call('SET', base .. 'a:' .. id .. ':' .. j, ARGV[i], 'PXAT', at)
-    i = i + 1
-  end
   local ix = base .. 'i:' .. address
   redis.call('ZADD', ix, 0, id)
   extend(ix, expires, now)
@@ -108,50 +100,95 @@ while true do
 end
 `;
 
-/** deleteEmail. KEYS[1]: the email. ARGV: base, id, now. Returns 1 when a live email was removed. */
-export const DELETE_EMAIL = `${PRELUDE}
-local v = redis.call('HMGET', KEYS[1], 'x', 'a')
-if not v[1] or tonumber(v[1]) <= tonumber(ARGV[3]) then return 0 end
+/**
+ * deleteEmail. KEYS[1]: the email. ARGV: base, id, now. Returns {1, message key} when a live email
+ * was removed, {0} otherwise.
+ */
+export const DELETE_EMAIL = `
+local v = redis.call('HMGET', KEYS[1], 'x', 'a', 'm')
+if not v[1] or tonumber(v[1]) <= tonumber(ARGV[3]) then return {0} end
 local base, id = ARGV[1], ARGV[2]
 redis.call('DEL', KEYS[1])
-drop_attachments(base, id)
 redis.call('ZREM', base .. 'i:' .. v[2], id)
 redis.call('ZREM', base .. 'sx', id .. v[2])
-return 1
+return {1, v[3] or ''}
 `;
 
-/** purgeInbox. KEYS[1]: the inbox index. ARGV: base, address, now. Returns how many were live. */
-export const PURGE_INBOX = `${PRELUDE}
+/**
+ * purgeInbox. KEYS[1]: the inbox index. ARGV: base, address, now. Returns {how many were live, then
+ * the message key of every removed row}.
+ */
+export const PURGE_INBOX = `
 local base, address, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local live = 0
+local out = {0}
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local ekey = base .. 'e:' .. id
-  local x = redis.call('HGET', ekey, 'x')
-  if x and tonumber(x) > now then live = live + 1 end
+  local v = redis.call('HMGET', ekey, 'x', 'm')
+  if v[1] and tonumber(v[1]) > now then out[1] = out[1] + 1 end
+  if v[2] then out[#out + 1] = v[2] end
   redis.call('DEL', ekey)
-  drop_attachments(base, id)
   redis.call('ZREM', base .. 'sx', id .. address)
 end
 redis.call('DEL', KEYS[1])
-return live
+return out
 `;
 
 /**
  * sweepExpired for one slot. KEYS[1]: the slot's expiry zset (score expiresAt, member id..address).
  * ARGV: base, now, batch. Removes up to `batch` emails with expiresAt <= now; returns
- * {removed, remaining members}.
+ * {removed, remaining members, then the message key of each removed row}.
  */
 export const SWEEP_SLOT = `${PRELUDE}
 local base = ARGV[1]
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {#members, 0}
 for _, m in ipairs(members) do
   local id, address = m:sub(1, 36), m:sub(37)
+  local mk = redis.call('HGET', base .. 'e:' .. id, 'm')
+  if mk then out[#out + 1] = mk end
   redis.call('DEL', base .. 'e:' .. id)
-  drop_attachments(base, id)
   redis.call('ZREM', base .. 'i:' .. address, id)
   redis.call('ZREM', KEYS[1], m)
 end
-return {#members, redis.call('ZCARD', KEYS[1])}
+out[2] = redis.call('ZCARD', KEYS[1])
+return out
+`;
+
+/**
+ * A message, stored once. KEYS: its hash (n: rows referencing it, x: expiry, v: views, pc: parts),
+ * its raw bytes. ARGV: raw, rows, expiresAt. Both expire at expiresAt by Redis itself.
+ */
+export const ADD_MESSAGE = `
+redis.call('HSET', KEYS[1], 'n', ARGV[2], 'x', ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+redis.call('SET', KEYS[2], ARGV[1], 'PXAT', ARGV[3])
+return 1
+`;
+
+/** One row fewer references a message. KEYS[1]: its hash; ARGV[1]: its key base. Frees it at 0. */
+export const UNREF_MESSAGE = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local n = redis.call('HINCRBY', KEYS[1], 'n', -1)
+if n > 0 then return n end
+local pc = tonumber(redis.call('HGET', KEYS[1], 'pc') or '0')
+for i = 0, pc - 1 do redis.call('DEL', ARGV[1] .. ':p:' .. i) end
+redis.call('DEL', KEYS[1], ARGV[1] .. ':r')
+return 0
+`;
+
+/**
+ * Derived views of a message. KEYS[1]: its hash; ARGV: key base, views, then the parts. Writes
+ * nothing when the message is gone; parts expire with the message. Returns 1 when written.
+ */
+export const PUT_VIEWS = `
+local x = redis.call('HGET', KEYS[1], 'x')
+if not x then return 0 end
+local base = ARGV[1]
+local old = tonumber(redis.call('HGET', KEYS[1], 'pc') or '0')
+for i = 0, old - 1 do redis.call('DEL', base .. ':p:' .. i) end
+for i = 3, #ARGV do redis.call('SET', base .. ':p:' .. (i - 3), ARGV[i], 'PXAT', x) end
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'pc', #ARGV - 2)
+return 1
 `;
 
 /**

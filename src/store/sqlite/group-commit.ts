@@ -1,28 +1,65 @@
-// Group commit for the SQLite store: addEmails calls arriving together share one transaction and one
-// fsync, on a writer thread with its own connection; every call settles only after its COMMIT.
+// Group commit for the SQLite store: writes arriving together (new mail, derived views, sweep
+// batches) share one transaction and one fsync, on a writer thread with its own connection; every
+// write settles only after its COMMIT. The main thread keeps reading.
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../domain/errors.ts';
-import type { EmailSummary, NewEmail } from '../store.ts';
-import { INSERT_ATTACHMENT, INSERT_EMAIL } from './migrations.ts';
+import { SQL } from './migrations.ts';
 
 // Captured at load: a test's fake timers must not stall durable writes.
 const nextTurn = globalThis.setImmediate;
 const MAX_BATCH = 512;
-export const toBuffer = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
-/** One email's insert parameters: the emails row and its attachments rows. */
-export interface EmailRows {
-  email: Record<string, unknown>;
-  attachments: [string, string, number, string, string, number, Uint8Array][];
+/** One write. Each runs in its own savepoint of the shared transaction: it fails alone, all or none. */
+export type WriteJob =
+  /** New mail: each message once ([key, raw, expiresAt]), then its rows (SQL.insertEmail parameters). */
+  | { kind: 'add'; messages: [string, Uint8Array, number][]; emails: unknown[][] }
+  /** Derived views of a message and its decoded parts; 0 when the message was already freed. */
+  | { kind: 'views'; key: string; views: string; parts: Uint8Array[] }
+  /** Up to `limit` expired rows (and expired messages); returns how many rows. */
+  | { kind: 'sweep'; now: number; limit: number };
+
+// The operations, as plain JavaScript source: the writer thread evaluates it (nothing to compile),
+// and so does the main thread when it commits itself (`:memory:`, or until the thread is up).
+const OPS = `
+function makeOps(db, SQL) {
+  const st = {};
+  for (const k of Object.keys(SQL)) st[k] = db.prepare(SQL[k]);
+  const buf = (u) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+  const run = {
+    add(j) {
+      for (const m of j.messages) st.insertMessage.run(m[0], buf(m[1]), m[2]);
+      for (const e of j.emails) st.insertEmail.run(...e);
+      return 0;
+    },
+    views(j) {
+      st.clearParts.run(j.key);
+      const n = st.setViews.run(j.views, j.key).changes;
+      if (n) j.parts.forEach((p, i) => st.insertPart.run(j.key, i, buf(p), j.key));
+      return n;
+    },
+    sweep(j) {
+      const n = st.sweepEmails.run(j.now, j.limit).changes;
+      st.sweepMessages.run(j.now, j.limit);
+      return n;
+    },
+  };
+  const one = db.transaction((j) => run[j.kind](j));
+  const errorOf = (e) => ({ message: String((e && e.message) || e), code: e && e.code });
+  return db.transaction((jobs) => jobs.map((j) => {
+    try { return { value: one(j) }; } catch (e) { if (!db.inTransaction) throw e; return { error: errorOf(e) }; }
+  }));
 }
+`;
 
-/** Per database: resolves once no commit is in flight (close() waits for it). */
-export const commitsDone = new WeakMap<Database.Database, () => Promise<void>>();
+type Outcome = { value: number } | { error: { message: string; code?: string } };
+type Batch = (jobs: WriteJob[]) => Outcome[];
 
-// The commit thread: its own connection, inserting batches of rows and committing them, so the
-// fsync of synchronous=FULL blocks it and not the event loop. Plain JavaScript: nothing to compile.
+/** The batch runner on a connection of this thread. */
+export const localBatch = (db: Database.Database): Batch =>
+  new Function('db', 'SQL', `${OPS}\nreturn makeOps(db, SQL);`)(db, SQL) as Batch;
+
 const WRITER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
@@ -31,59 +68,48 @@ db.pragma('journal_mode = WAL');
 db.pragma('synchronous = FULL');
 db.pragma('foreign_keys = ON');
 db.pragma('busy_timeout = 5000');
-const insertEmail = db.prepare(workerData.insertEmail);
-const insertAttachment = db.prepare(workerData.insertAttachment);
-const one = db.transaction((rows) => {
-  for (const r of rows) {
-    insertEmail.run(r.email);
-    for (const a of r.attachments) insertAttachment.run(a[0], a[1], a[2], a[3], a[4], a[5], Buffer.from(a[6].buffer, a[6].byteOffset, a[6].byteLength));
-  }
-});
-const errorOf = (e) => ({ message: String(e && e.message || e), code: e && e.code });
-const batch = db.transaction((calls) => calls.map((rows) => {
-  try { one(rows); return null; } catch (e) { if (!db.inTransaction) throw e; return errorOf(e); }
-}));
+${OPS}
+const batch = makeOps(db, workerData.sql);
 parentPort.on('message', (m) => {
   if (m.close) {
     db.close();
     parentPort.close();
     return;
   }
-  try { parentPort.postMessage({ seq: m.seq, errors: batch(m.calls) }); }
-  catch (e) { parentPort.postMessage({ seq: m.seq, failed: errorOf(e) }); }
+  try { parentPort.postMessage({ seq: m.seq, outcomes: batch(m.jobs) }); }
+  catch (e) { parentPort.postMessage({ seq: m.seq, failed: { message: String((e && e.message) || e), code: e && e.code } }); }
 });
 parentPort.postMessage({ ready: true });
 `;
 
 const asError = (e: { message: string; code?: string }) => Object.assign(new Error(e.message), e.code ? { code: e.code } : {});
 
+export interface GroupCommit {
+  /** Runs one write; resolves with its count once committed. */
+  write(job: WriteJob): Promise<number>;
+  /** Resolves once no write is in flight, and stops the thread. */
+  close(): Promise<void>;
+}
+
 /**
- * Group commit: addEmails calls share one transaction (one fsync instead of one each), each call in
- * its own savepoint so a failing call fails alone and stays all-or-none. Every promise settles only
- * after the shared COMMIT returned, so a 250 still means durable. Calls keep their order, and so do
- * their ids (assigned here, in call order; batches commit one after another).
- * With a file database the commits run on a writer thread with its own connection, while the next
+ * Group commit: writes share one transaction (one fsync instead of one each), each in its own
+ * savepoint so a failing one fails alone. Every promise settles only after the shared COMMIT, so a
+ * 250 still means durable. Writes keep their order (batches commit one after another).
+ * With a file database the commits run on a writer thread with its own connection while the next
  * batch gathers; until that thread is up (and for `:memory:`) they run here, one turn of the event
- * loop per batch.
+ * loop per batch. `settled` is called for every write once its fate is known, before it settles.
  */
-export function groupCommit(
-  db: Database.Database,
-  add: (emails: NewEmail[]) => EmailSummary[],
-  file: { path: string; toRows: (emails: NewEmail[]) => { rows: EmailRows[]; summaries: EmailSummary[] } } | null,
-  /** Called for every call's emails once its fate is known (committed, failed or unknown), before it settles. */
-  changed: (emails: NewEmail[]) => void,
-): (emails: NewEmail[]) => Promise<EmailSummary[]> {
-  interface Job { emails: NewEmail[]; resolve: (s: EmailSummary[]) => void; reject: (e: unknown) => void }
-  type Outcome = { ok: true; value: EmailSummary[] } | { ok: false; err: unknown };
-  let queue: Job[] = [];
+export function groupCommit(db: Database.Database, path: string | null, settled: (job: WriteJob) => void): GroupCommit {
+  interface Pending { job: WriteJob; resolve: (n: number) => void; reject: (e: unknown) => void }
+  let queue: Pending[] = [];
   let scheduled = false;
+  let local: Batch | null = null;
   const unavailable = (err: unknown) => (db.open ? err : new StoreUnavailableError('the SQLite database is closed', { cause: err }));
 
-  // ---- the writer thread (file databases), started on the first write ----
   let writer: Worker | null = null;
   let writerReady = false;
-  let writerDead = !file;
-  let inFlight: { seq: number; jobs: Job[]; summaries: EmailSummary[][] } | null = null;
+  let writerDead = !path;
+  let inFlight: { seq: number; jobs: Pending[] } | null = null;
   let seq = 0;
   let idle: (() => void)[] = [];
   const settleIdle = () => {
@@ -91,35 +117,26 @@ export function groupCommit(
     for (const f of idle) f();
     idle = [];
   };
-  commitsDone.set(db, () => {
-    writerDead = true; // closing: what is queued now commits here, the thread stops
-    return new Promise<void>((resolve) => {
-      idle.push(() => {
-        const w = writer;
-        writer = null;
-        if (!w) return resolve();
-        // the thread closes its connection and ends; terminated if it does not within a second
-        const t = setTimeout(() => void w.terminate(), 1000);
-        w.once('exit', () => {
-          clearTimeout(t);
-          resolve();
-        });
-        w.postMessage({ close: true });
-      });
-      if (!inFlight && queue.length) flush();
-      settleIdle();
+  const finish = (jobs: Pending[], outcomes: Outcome[] | null, failed: unknown) => {
+    jobs.forEach((p, i) => {
+      settled(p.job);
+      const o = outcomes?.[i];
+      if (!o) p.reject(failed);
+      else if ('error' in o) p.reject(unavailable(asError(o.error)));
+      else p.resolve(o.value);
     });
-  });
+  };
+
   const startWriter = () => {
-    if (writer || writerDead || !file) return;
+    if (writer || writerDead || !path) return;
     try {
       const w = new Worker(WRITER, {
         eval: true,
-        workerData: { driver: createRequire(import.meta.url).resolve('better-sqlite3'), path: file.path, insertEmail: INSERT_EMAIL, insertAttachment: INSERT_ATTACHMENT },
+        workerData: { driver: createRequire(import.meta.url).resolve('better-sqlite3'), path, sql: SQL },
       });
       writer = w;
       w.unref();
-      w.on('message', (m: { ready?: true; seq?: number; errors?: ({ message: string; code?: string } | null)[]; failed?: { message: string; code?: string } }) => {
+      w.on('message', (m: { ready?: true; seq?: number; outcomes?: Outcome[]; failed?: { message: string; code?: string } }) => {
         if (m.ready) {
           writerReady = true;
           return;
@@ -127,12 +144,7 @@ export function groupCommit(
         const batch = inFlight;
         if (!batch || batch.seq !== m.seq) return;
         inFlight = null;
-        batch.jobs.forEach((job, i) => {
-          changed(job.emails);
-          const e = m.failed ?? m.errors?.[i];
-          if (e) job.reject(asError(e));
-          else job.resolve(batch.summaries[i]);
-        });
+        finish(batch.jobs, m.outcomes ?? null, m.failed ? unavailable(asError(m.failed)) : null);
         if (queue.length) flush();
         else settleIdle();
       });
@@ -143,8 +155,7 @@ export function groupCommit(
         const batch = inFlight;
         inFlight = null;
         // not known to be committed: a temporary failure, the sender retries
-        for (const job of batch?.jobs ?? []) changed(job.emails);
-        for (const job of batch?.jobs ?? []) job.reject(new StoreUnavailableError('the SQLite writer thread stopped', { cause: err }));
+        finish(batch?.jobs ?? [], null, new StoreUnavailableError('the SQLite writer thread stopped', { cause: err }));
         if (queue.length) schedule();
         else settleIdle();
       };
@@ -162,41 +173,22 @@ export function groupCommit(
     queue = jobs === queue ? [] : queue;
     if (jobs.length === 0) return settleIdle();
     if (writer && writerReady && !writerDead && db.open) {
-      const calls: EmailRows[][] = [];
-      const summaries: EmailSummary[][] = [];
-      for (const job of jobs) {
-        const r = file!.toRows(job.emails);
-        calls.push(r.rows);
-        summaries.push(r.summaries);
-      }
-      inFlight = { seq: ++seq, jobs, summaries };
-      writer.postMessage({ seq, calls });
+      inFlight = { seq: ++seq, jobs };
+      // structured-cloned: each message's bytes once, however many rows reference it
+      writer.postMessage({ seq, jobs: jobs.map((p) => p.job) });
       return;
     }
     if (queue.length > 0) schedule();
-    const outcomes: Outcome[] = [];
+    let outcomes: Outcome[] | null = null;
+    let failed: unknown = null;
     try {
-      db.transaction(() => {
-        for (const job of jobs) {
-          try {
-            outcomes.push({ ok: true, value: add(job.emails) }); // nested: runs in a savepoint
-          } catch (err) {
-            if (!db.inTransaction) throw err; // SQLite rolled back the whole batch (disk full, I/O error)
-            outcomes.push({ ok: false, err });
-          }
-        }
-      })();
+      if (!db.open) throw new StoreUnavailableError('the SQLite database is closed');
+      local ??= localBatch(db);
+      outcomes = local(jobs.map((p) => p.job));
     } catch (err) {
-      for (const job of jobs) changed(job.emails);
-      for (const job of jobs) job.reject(unavailable(err));
-      return settleIdle();
+      failed = unavailable(err); // SQLite rolled back the whole batch (disk full, I/O error)
     }
-    jobs.forEach((job, i) => {
-      changed(job.emails);
-      const o = outcomes[i];
-      if (o.ok) job.resolve(o.value);
-      else job.reject(unavailable(o.err));
-    });
+    finish(jobs, outcomes, failed);
     settleIdle();
   };
   const schedule = () => {
@@ -204,11 +196,32 @@ export function groupCommit(
     scheduled = true;
     nextTurn(flush);
   };
-  return (emails) =>
-    new Promise<EmailSummary[]>((resolve, reject) => {
-      if (!db.open) return reject(new StoreUnavailableError('the SQLite database is closed'));
-      startWriter();
-      queue.push({ emails, resolve, reject });
-      if (!inFlight) schedule();
-    });
+  return {
+    write: (job) =>
+      new Promise<number>((resolve, reject) => {
+        if (!db.open) return reject(new StoreUnavailableError('the SQLite database is closed'));
+        startWriter();
+        queue.push({ job, resolve, reject });
+        if (!inFlight) schedule();
+      }),
+    close: () => {
+      writerDead = true; // closing: what is queued now commits here, the thread stops
+      return new Promise<void>((resolve) => {
+        idle.push(() => {
+          const w = writer;
+          writer = null;
+          if (!w) return resolve();
+          // the thread closes its connection and ends; terminated if it does not within a second
+          const t = setTimeout(() => void w.terminate(), 1000);
+          w.once('exit', () => {
+            clearTimeout(t);
+            resolve();
+          });
+          w.postMessage({ close: true });
+        });
+        if (!inFlight && queue.length) flush();
+        settleIdle();
+      });
+    },
+  };
 }

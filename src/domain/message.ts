@@ -1,0 +1,48 @@
+// The message model (ARCHITECTURE.md "The message model"): a received message is stored once, as
+// received; everything a reader sees beyond the summary row is a derived view of those bytes,
+// computed once per message (off the event loop, within a budget) and kept beside it.
+import type { EmailSummary } from '../store/store.ts';
+
+export interface HeaderField {
+  name: string;
+  value: string;
+}
+
+export interface AttachmentMeta {
+  /** Unique within its email. */
+  id: string;
+  filename: string;
+  contentType: string;
+  sizeBytes: number;
+  /** The part's Content-ID without angle brackets, or null. */
+  contentId: string | null;
+}
+
+/** How a derivation ended: `ok`, or which budget ran out and which fallback was used. */
+export type DerivationOutcome = 'ok' | 'html_over_budget' | 'parse_failed' | 'parse_over_budget';
+
+/**
+ * The derived views of one message (docs/decisions.md "Derived views"). `version` names the
+ * derivation that made it: a stored document of an older version is derived again from the raw
+ * message on its next read, so a new view works on mail already stored.
+ */
+export interface MessageViews {
+  version: number;
+  to: string;
+  cc: string;
+  messageId: string | null;
+  headers: HeaderField[];
+  textBody: string | null;
+  /** Sanitized (docs/security.md); null when the message has none or its budget ran out. */
+  htmlBody: string | null;
+  /** Kept attachments; the bytes of attachments[i] are part i of the message. */
+  attachments: AttachmentMeta[];
+  /** Attachments not kept: over 5 MB decoded, or past the 100th. */
+  attachmentsDropped: number;
+  /** read_email's body (spec: read_email body rules), cut at 10,000 characters. */
+  agentBody: { body: string; truncated: boolean };
+  outcome: DerivationOutcome;
+}
+
+/** A whole email: its row and its message's views. */
+export interface EmailFull extends EmailSummary, Omit<MessageViews, 'version' | 'outcome'> {}

@@ -1,0 +1,149 @@
+// The stored copy of a message is the message as received, except that a part whose decoded size is
+// over the attachment limit (spec: 5 MB) is cut out: its headers stay, its body is replaced by
+// nothing, and the part gains `X-Ephemail-Removed` and a Content-Description saying why (docs/decisions.md "What is stored").
+// Linear in the message size times the nesting depth (capped); no regex runs over a body.
+
+/** Nesting this deep is walked; a multipart deeper than this is treated as one leaf part. */
+const MAX_DEPTH = 32;
+/** Header blocks longer than this are not searched for a boundary (the part is treated as a leaf). */
+const MAX_HEAD = 256 * 1024;
+
+export interface CutResult {
+  raw: Uint8Array;
+  /** Parts whose body was removed. */
+  removed: number;
+}
+
+interface Head {
+  /** Offset where the body starts. */
+  bodyStart: number;
+  boundary: string | null;
+  base64: boolean;
+}
+
+const CRLF = 0x0a;
+/** The Content-Description a cut part carries; the derivation counts such parts as dropped attachments. */
+export const REMOVED_MARK = 'ephemail: part removed (over the attachment size limit)';
+
+/** Finds the end of the header block of the entity at [start, end) and the two headers that matter. */
+function readHead(buf: Buffer, start: number, end: number): Head {
+  let i = start;
+  let bodyStart = end;
+  // the header block ends at the first empty line
+  if (buf[i] === 0x0d && buf[i + 1] === CRLF) bodyStart = i + 2;
+  else if (buf[i] === CRLF) bodyStart = i + 1;
+  else {
+    for (;;) {
+      const nl = buf.indexOf(CRLF, i);
+      if (nl < 0 || nl >= end) break;
+      const next = nl + 1;
+      if (buf[next] === CRLF) {
+        bodyStart = next + 1;
+        break;
+      }
+      if (buf[next] === 0x0d && buf[next + 1] === CRLF) {
+        bodyStart = next + 2;
+        break;
+      }
+      i = next;
+    }
+  }
+  if (bodyStart - start > MAX_HEAD) return { bodyStart, boundary: null, base64: false };
+  const head = buf.toString('latin1', start, bodyStart).replace(/\r?\n[ \t]+/g, ' ');
+  let boundary: string | null = null;
+  let base64 = false;
+  for (const line of head.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon < 0) continue;
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1);
+    if (name === 'content-type' && /^\s*multipart\//i.test(value)) {
+      const m = /;\s*boundary\s*=\s*(?:"([^"]{1,200})"|([^;\s"]{1,200}))/i.exec(value);
+      if (m) boundary = m[1] ?? m[2];
+    } else if (name === 'content-transfer-encoding') {
+      base64 = value.trim().toLowerCase() === 'base64';
+    }
+  }
+  return { bodyStart, boundary, base64 };
+}
+
+/** Decoded size of a body: base64 counts its alphabet characters; every other encoding only shrinks. */
+function decodedSize(buf: Buffer, start: number, end: number, base64: boolean): number {
+  if (!base64) return end - start;
+  let n = 0;
+  for (let i = start; i < end; i++) {
+    const c = buf[i];
+    if ((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f) n++;
+  }
+  return Math.floor((n * 3) / 4);
+}
+
+/** Offsets of the delimiter lines `--boundary` inside [start, end), each at the start of a line. */
+function delimiters(buf: Buffer, start: number, end: number, boundary: string): { at: number; next: number; close: boolean }[] {
+  const marker = Buffer.from(`--${boundary}`, 'latin1');
+  const out: { at: number; next: number; close: boolean }[] = [];
+  let i = start;
+  while (i < end) {
+    const at = buf.indexOf(marker, i);
+    if (at < 0 || at + marker.length > end) break;
+    i = at + marker.length;
+    if (at !== start && buf[at - 1] !== CRLF) continue;
+    const close = buf[i] === 0x2d && buf[i + 1] === 0x2d;
+    const nl = buf.indexOf(CRLF, i);
+    const next = nl < 0 || nl >= end ? end : nl + 1;
+    out.push({ at, next, close });
+    if (close) break;
+    i = next;
+  }
+  return out;
+}
+
+/** Where a part's body ends: before the line break that precedes the next delimiter. */
+const bodyEnd = (buf: Buffer, start: number, delimiterAt: number) => {
+  let e = delimiterAt;
+  if (e > start && buf[e - 1] === CRLF) e--;
+  if (e > start && buf[e - 1] === 0x0d) e--;
+  return e;
+};
+
+/**
+ * Cuts every part whose decoded body exceeds `limit` bytes. A message no larger than `limit` has no
+ * such part (no transfer encoding grows when decoded) and comes back as the same object.
+ */
+export function cutOversizedParts(raw: Uint8Array, limit: number): CutResult {
+  if (raw.byteLength <= limit) return { raw, removed: 0 };
+  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  const cuts: [number, number, number][] = []; // [head start, body start, body end]
+
+  const walk = (start: number, end: number, depth: number) => {
+    const head = readHead(buf, start, end);
+    if (head.boundary && depth < MAX_DEPTH) {
+      const ds = delimiters(buf, head.bodyStart, end, head.boundary);
+      for (let k = 0; k < ds.length; k++) {
+        if (ds[k].close) break;
+        const partStart = ds[k].next;
+        const partEnd = k + 1 < ds.length ? bodyEnd(buf, partStart, ds[k + 1].at) : end;
+        if (partEnd > partStart) walk(partStart, partEnd, depth + 1);
+      }
+      return;
+    }
+    if (end - head.bodyStart > limit && decodedSize(buf, head.bodyStart, end, head.base64) > limit) cuts.push([start, head.bodyStart, end]);
+  };
+  walk(0, buf.length, 0);
+  if (cuts.length === 0) return { raw, removed: 0 };
+
+  const pieces: Buffer[] = [];
+  let at = 0;
+  for (const [, bodyStart, end] of cuts) {
+    // the marker goes last in the part's header block (a later Content-Description wins)
+    const blank = buf[bodyStart - 2] === 0x0d ? 2 : 1;
+    pieces.push(buf.subarray(at, bodyStart - blank));
+    pieces.push(Buffer.from(`X-Ephemail-Removed: body of ${end - bodyStart} bytes, over the ${limit}-byte limit\r\nContent-Description: ${REMOVED_MARK}\r\n\r\n`, 'latin1'));
+    at = end;
+  }
+  pieces.push(buf.subarray(at));
+  const out = Buffer.allocUnsafeSlow(pieces.reduce((n, p) => n + p.length, 0));
+  let o = 0;
+  for (const p of pieces) o += p.copy(out, o);
+  return { raw: new Uint8Array(out.buffer, out.byteOffset, out.byteLength), removed: cuts.length };
+}
