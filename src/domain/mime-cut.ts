@@ -18,7 +18,7 @@ interface Head {
   /** Offset where the body starts. */
   bodyStart: number;
   boundary: string | null;
-  base64: boolean;
+  encoding: 'base64' | 'quoted-printable' | 'other';
 }
 
 const CRLF = 0x0a;
@@ -48,10 +48,10 @@ function readHead(buf: Buffer, start: number, end: number): Head {
       i = next;
     }
   }
-  if (bodyStart - start > MAX_HEAD) return { bodyStart, boundary: null, base64: false };
+  if (bodyStart - start > MAX_HEAD) return { bodyStart, boundary: null, encoding: 'other' };
   const head = buf.toString('latin1', start, bodyStart).replace(/\r?\n[ \t]+/g, ' ');
   let boundary: string | null = null;
-  let base64 = false;
+  let encoding: Head['encoding'] = 'other';
   for (const line of head.split(/\r?\n/)) {
     const colon = line.indexOf(':');
     if (colon < 0) continue;
@@ -61,16 +61,29 @@ function readHead(buf: Buffer, start: number, end: number): Head {
       const m = /;\s*boundary\s*=\s*(?:"([^"]{1,200})"|([^;\s"]{1,200}))/i.exec(value);
       if (m) boundary = m[1] ?? m[2];
     } else if (name === 'content-transfer-encoding') {
-      base64 = value.trim().toLowerCase() === 'base64';
+      const v = value.trim().toLowerCase();
+      encoding = v === 'base64' || v === 'quoted-printable' ? v : 'other';
     }
   }
-  return { bodyStart, boundary, base64 };
+  return { bodyStart, boundary, encoding };
 }
 
-/** Decoded size of a body: base64 counts its alphabet characters; every other encoding only shrinks. */
-function decodedSize(buf: Buffer, start: number, end: number, base64: boolean): number {
-  if (!base64) return end - start;
+/** Decoded size of a body: base64 counts its alphabet, quoted-printable its escapes; others are as long as written. */
+function decodedSize(buf: Buffer, start: number, end: number, encoding: Head['encoding']): number {
+  if (encoding === 'other') return end - start;
   let n = 0;
+  if (encoding === 'quoted-printable') {
+    for (let i = start; i < end; i++) {
+      if (buf[i] !== 0x3d) n++;
+      else if (buf[i + 1] === 0x0d && buf[i + 2] === CRLF) i += 2; // soft line break
+      else if (buf[i + 1] === CRLF) i += 1;
+      else {
+        n++; // =XX is one byte
+        i += 2;
+      }
+    }
+    return n;
+  }
   for (let i = start; i < end; i++) {
     const c = buf[i];
     if ((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f) n++;
@@ -127,7 +140,7 @@ export function cutOversizedParts(raw: Uint8Array, limit: number): CutResult {
       }
       return;
     }
-    if (end - head.bodyStart > limit && decodedSize(buf, head.bodyStart, end, head.base64) > limit) cuts.push([start, head.bodyStart, end]);
+    if (end - head.bodyStart > limit && decodedSize(buf, head.bodyStart, end, head.encoding) > limit) cuts.push([start, head.bodyStart, end]);
   };
   walk(0, buf.length, 0);
   if (cuts.length === 0) return { raw, removed: 0 };

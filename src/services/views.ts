@@ -9,7 +9,7 @@ import { VIEWS_VERSION, type DerivedMessage, type ParseLimits } from '../smtp/pa
 import type { Store } from '../store/store.ts';
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
-export const DERIVE_BUDGET = Object.freeze({ baseMs: 2000, perMiBMs: 500, maxMs: 15_000 });
+export const DERIVE_BUDGET = Object.freeze({ baseMs: 5000, perMiBMs: 1000, maxMs: 30_000 });
 /** Cache of views by message key, bounded by the characters it holds. */
 const CACHE_MAX_CHARS = 16 * 1024 * 1024;
 const CACHE_MAX_ENTRY_CHARS = 2 * 1024 * 1024;

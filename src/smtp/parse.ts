@@ -128,7 +128,8 @@ function viewsOf(email: PmEmail, limits: ParseLimits, options: DeriveOptions): D
   });
   const html = options.html ? stripNul(email.html) : null;
   const htmlBody = html == null ? null : sanitizeEmailHtml(html);
-  const textBody = stripNul(email.text);
+  // without the HTML (its budget ran out), an HTML-only message keeps its words: tags dropped, linearly
+  const textBody = stripNul(email.text) ?? (!options.html && email.html ? roughText(email.html) : null);
   const msgId = headerValue(email, 'message-id');
   const views: MessageViews = {
     version: VIEWS_VERSION,
@@ -144,6 +145,35 @@ function viewsOf(email: PmEmail, limits: ParseLimits, options: DeriveOptions): D
     outcome: options.html || email.html == null ? 'ok' : 'html_over_budget',
   };
   return { views, parts };
+}
+
+/** Text of HTML without parsing it: tags and comments dropped, a few entities decoded, one pass. */
+export function roughText(html: string): string {
+  const src = html.length > MAX_FALLBACK_BODY ? html.slice(0, MAX_FALLBACK_BODY) : html;
+  const lower = src.toLowerCase();
+  let out = '';
+  let i = 0;
+  while (i < src.length) {
+    const lt = src.indexOf('<', i);
+    if (lt < 0) {
+      out += src.slice(i);
+      break;
+    }
+    out += src.slice(i, lt);
+    const end = src.startsWith('<!--', lt) ? src.indexOf('-->', lt + 4) : src.indexOf('>', lt + 1);
+    if (end < 0) break;
+    const tag = src.slice(lt + 1, Math.min(end, lt + 12)).toLowerCase();
+    if (/^\/?(p|div|br|tr|li|h[1-6]|table)\b/.test(tag)) out += '\n';
+    i = end + (src.startsWith('<!--', lt) ? 3 : 1);
+    const raw = /^(style|script)\b/.exec(tag); // their content is not text
+    if (raw) {
+      const close = lower.indexOf(`</${raw[1]}`, i);
+      i = close < 0 ? src.length : close;
+    }
+  }
+  return out
+    .replace(/&nbsp;/gi, ' ').replace(/&lt;/gi, '<').replace(/&gt;/gi, '>').replace(/&quot;/gi, '"').replace(/&#39;/g, "'").replace(/&amp;/gi, '&')
+    .replace(/[ \t\r\f\v]+/g, ' ').replace(/ ?\n[\n ]*/g, '\n').trim();
 }
 
 /** The fallback when the parser fails: the header block's fields and the body as received, as text. */

@@ -1,5 +1,52 @@
-// The store conformance suite against the SQLite reference backend.
+// The store conformance suite against the SQLite reference backend: in memory (commits on the main
+// thread) and on a file (commits on the writer thread), plus what only a file can show: a restart.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
-import { storeSuite } from './store.suite.ts';
+import { inbox, newEmail, rawMessage, storeSuite } from './store.suite.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'ephemail-store-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
 
 storeSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
+storeSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
+
+async function bytesOf(chunks: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const c of chunks ?? []) parts.push(Buffer.from(c));
+  return Buffer.concat(parts);
+}
+
+test('sqlite file: a restart keeps rows, the shared message and its views; the last delete after it frees the message', async () => {
+  const path = join(dir, 'restart.db');
+  const now = Date.now();
+  const raw = rawMessage('restart');
+  const [a, b] = [inbox(), inbox()];
+  let store = createSqliteStore(path);
+  const rows = await store.addEmails([newEmail(a, { raw }), newEmail(b, { raw })]);
+  const key = (await store.getEmail(rows[0].id, now))!.messageKey;
+  await store.putViews(key, '{"kept":true}', [Buffer.from('part')]);
+  await store.close();
+
+  store = createSqliteStore(path);
+  try {
+    assert.deepEqual((await store.listEmails(a, { limit: 10 }, now)).map((e) => e.id), [rows[0].id]);
+    assert.equal((await store.getEmail(rows[1].id, now))?.messageKey, key);
+    assert.ok((await bytesOf((await store.readRaw(key))?.chunks)).equals(raw));
+    assert.equal(await store.getViews(key), '{"kept":true}');
+    assert.equal((await bytesOf((await store.readPart(key, 0))?.chunks)).toString(), 'part');
+    const [later] = await store.addEmails([newEmail(a)]);
+    assert.ok(later.id > rows[1].id, 'ids keep increasing after a restart');
+    assert.equal(await store.deleteEmail(rows[0].id, now), true);
+    assert.ok(await store.readRaw(key), 'one copy left: kept');
+    assert.equal(await store.sweepExpired(rows[1].expiresAt), 1, 'the last row of the message (the later mail lives on)');
+    assert.equal(await store.readRaw(key), null, 'expired with its last row');
+    assert.equal(await store.readPart(key, 0), null);
+  } finally {
+    await store.close();
+  }
+});

@@ -133,6 +133,27 @@ test('every message is stored once and served as a valid email', { timeout: 300_
   assert.deepEqual(problems, []);
 });
 
+test('every message comes back byte for byte from /raw (the bytes after DATA, dot-stuffing undone)', { timeout: 300_000 }, async () => {
+  const problems: string[] = [];
+  const queue = [...items];
+  await Promise.all(Array.from({ length: 6 }, async () => {
+    for (let it = queue.shift(); it; it = queue.shift()) {
+      const [summary] = (await (await svc.api(`/api/v1/inboxes/${it.address}/emails`)).json()).data;
+      const email = (await (await svc.api(`/api/v1/emails/${summary.id}`)).json()).data;
+      const res = await fetch(email.raw_url.replace(/^https?:\/\/[^/]+/, svc.http));
+      const got = Buffer.from(await res.arrayBuffer());
+      const sent = Buffer.from(toWire(readFileSync(join(CORPUS, it.path))).toString('latin1').replace(/^\.\./gm, '.'), 'latin1');
+      if (res.status !== 200) problems.push(`${it.path}: /raw ${res.status}`);
+      else if (!got.equals(sent)) problems.push(`${it.path}: /raw differs (${got.length} bytes, sent ${sent.length})`);
+      else if (res.headers.get('content-type') !== 'message/rfc822' || res.headers.get('content-disposition') !== `attachment; filename="${summary.id}.eml"`
+        || res.headers.get('x-content-type-options') !== 'nosniff' || res.headers.get('content-security-policy') !== 'sandbox') {
+        problems.push(`${it.path}: /raw headers ${JSON.stringify(Object.fromEntries(res.headers))}`);
+      }
+    }
+  }));
+  assert.deepEqual(problems, []);
+});
+
 test('the service still answers after the corpus', async () => {
   const res = await svc.api('/api/v1/health');
   assert.equal(res.status, 200);
