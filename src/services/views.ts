@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import type { MessageViews } from '../domain/message.ts';
 import { BudgetExceededError, createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
-import { VIEWS_VERSION, type DerivedMessage, type ParseLimits } from '../smtp/parse.ts';
+import { minimalViews, VIEWS_VERSION, type DerivedMessage, type ParseLimits } from '../smtp/parse.ts';
 import type { Store } from '../store/store.ts';
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
@@ -45,7 +45,15 @@ function parseViews(json: string | null): MessageViews | null {
   }
 }
 
-export function createViewService(store: Store, limits: ParseLimits, log: Logger, options: { pool?: ParsePool; onDerived?: (ms: number, outcome: string) => void } = {}): ViewService {
+export interface ViewServiceOptions {
+  pool?: ParsePool;
+  /** Observes each derivation: seconds taken and its outcome (metrics). */
+  onDerived?: (seconds: number, outcome: string) => void;
+  /** The budget of a message of this many bytes (default deriveBudgetMs; tests shorten it). */
+  budgetMs?: (bytes: number) => number;
+}
+
+export function createViewService(store: Store, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
   // its own workers: a long derivation never delays the summaries the 250 waits for
   const pool = options.pool ?? createParsePool({ workers: 2, warn: (msg, err) => log.warn({ err }, msg) });
   const inflight = new Map<string, Promise<MessageViews | null>>();
@@ -64,7 +72,7 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
   };
 
   async function derive(raw: Uint8Array): Promise<DerivedMessage> {
-    const budgetMs = deriveBudgetMs(raw.byteLength);
+    const budgetMs = (options.budgetMs ?? deriveBudgetMs)(raw.byteLength);
     try {
       return await pool.run('derive', raw, limits, { budgetMs, keepRaw: true });
     } catch (err) {
@@ -77,7 +85,12 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
       if (!(err instanceof BudgetExceededError)) throw err;
     }
     log.warn({ bytes: raw.byteLength, budgetMs }, 'derivation without HTML ran out of time; keeping the text as received');
-    return pool.run('fallback', raw, limits, { budgetMs, keepRaw: true });
+    try {
+      return await pool.run('fallback', raw, limits, { budgetMs, keepRaw: true });
+    } catch (err) {
+      if (!(err instanceof BudgetExceededError)) throw err;
+      return minimalViews(raw); // no parser at all: linear in the (capped) body
+    }
   }
 
   async function load(key: string): Promise<MessageViews | null> {

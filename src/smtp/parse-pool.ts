@@ -174,6 +174,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
         // could not even start (it never held a message): parse on this thread from now on
         broken = true;
         warn('parse workers cannot start; parsing on the main thread', err);
+        wakeWaiting();
         return;
       }
       for (const job of slot.inflight.values()) job.reject(slot.overBudget ? new BudgetExceededError('over its time budget', { cause: err }) : err);
@@ -212,8 +213,9 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
       };
       let slot = pick();
       if (!slot && budgeted && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
-      if (!slot && budgeted && slots.some((s) => s.ready)) {
-        // every worker is busy: wait for one (its own budget starts when it is dispatched)
+      if (!slot && budgeted) {
+        // every worker is busy or still starting: wait for one (its budget starts when it is
+        // dispatched). A budgeted task never runs on this thread while workers can start.
         return new Promise((resolve, reject) => {
           waiting.push(() => pool.run(op, raw, limits, opts).then(resolve as never, reject));
         });

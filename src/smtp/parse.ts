@@ -7,7 +7,8 @@ import type { Attachment as PmAttachment, Email as PmEmail } from 'postal-mime';
 import { sanitizeEmailHtml } from '../domain/html.ts';
 import type { AttachmentMeta, MessageViews } from '../domain/message.ts';
 import { cutOversizedParts, REMOVED_MARK } from '../domain/mime-cut.ts';
-import { renderBody } from '../mcp/body.ts';
+import { BODY_MAX_CHARS, renderBody } from '../mcp/body.ts';
+import { cut, normaliseNewlines } from '../mcp/untrusted.ts';
 
 /** Bumped whenever deriveViews() changes what it produces: stored views of older versions are derived again. */
 export const VIEWS_VERSION = 1;
@@ -174,6 +175,19 @@ export function roughText(html: string): string {
   return out
     .replace(/&nbsp;/gi, ' ').replace(/&lt;/gi, '<').replace(/&gt;/gi, '>').replace(/&quot;/gi, '"').replace(/&#39;/g, "'").replace(/&amp;/gi, '&')
     .replace(/[ \t\r\f\v]+/g, ' ').replace(/ ?\n[\n ]*/g, '\n').trim();
+}
+
+/** The last fallback, made without any parser: no headers, the body as received, as text. */
+export function minimalViews(raw: Uint8Array): DerivedMessage {
+  const text = stripNul(new TextDecoder('utf-8', { fatal: false }).decode(headerBlock(raw).body.subarray(0, MAX_FALLBACK_BODY))) ?? '';
+  const agent = cut(normaliseNewlines(text), BODY_MAX_CHARS);
+  return {
+    views: {
+      version: VIEWS_VERSION, to: '', cc: '', messageId: null, headers: [], textBody: text, htmlBody: null, attachments: [], attachmentsDropped: 0,
+      agentBody: { body: agent, truncated: agent.length < text.length }, outcome: 'parse_over_budget',
+    },
+    parts: [],
+  };
 }
 
 /** The fallback when the parser fails: the header block's fields and the body as received, as text. */
