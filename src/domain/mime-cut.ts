@@ -160,3 +160,69 @@ export function cutOversizedParts(raw: Uint8Array, limit: number): CutResult {
   for (const p of pieces) o += p.copy(out, o);
   return { raw: new Uint8Array(out.buffer, out.byteOffset, out.byteLength), removed: cuts.length };
 }
+
+/** The leaves of a simple message: what decides whether it has attachments, without decoding a body. */
+export interface Leaf {
+  /** Content-Type value, lowercase, `text/plain` when absent. */
+  type: string;
+  /** Content-Disposition value, lowercase, '' when absent. */
+  disposition: string;
+}
+
+const TYPE_RE = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/;
+const SIMPLE_MAX_DEPTH = 8;
+const SIMPLE_MAX_LEAVES = 32;
+
+/** Content-Type and Content-Disposition of one header block; null when either appears twice or is odd. */
+function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; disposition: string; boundary: string | null } | null {
+  if (bodyStart - start > MAX_HEAD) return null;
+  const head = buf.toString('latin1', start, bodyStart).replace(/\r?\n[ \t]+/g, ' ');
+  let type: string | null = null;
+  let disposition: string | null = null;
+  let boundary: string | null = null;
+  for (const line of head.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon < 0) continue;
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1);
+    if (name === 'content-type') {
+      if (type !== null) return null;
+      type = value.split(';')[0].trim().toLowerCase();
+      if (!TYPE_RE.test(type)) return null;
+      const m = /;\s*boundary\s*=\s*(?:"([^"]{1,200})"|([^;\s"]{1,200}))/i.exec(value);
+      boundary = m ? (m[1] ?? m[2]) : null;
+    } else if (name === 'content-disposition') {
+      if (disposition !== null) return null;
+      disposition = value.split(';')[0].trim().toLowerCase();
+    }
+  }
+  return { type: type ?? 'text/plain', disposition: disposition ?? '', boundary };
+}
+
+/**
+ * The leaves of a plainly structured message (nested multiparts with boundaries that are found and
+ * closed, at most 8 deep and 32 leaves, each header at most once), or null for anything else: the
+ * caller then parses the message in full.
+ */
+export function simpleLeaves(raw: Uint8Array): Leaf[] | null {
+  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  const leaves: Leaf[] = [];
+  const walk = (start: number, end: number, depth: number): boolean => {
+    const { bodyStart } = readHead(buf, start, end);
+    const t = typeOf(buf, start, bodyStart);
+    if (!t) return false;
+    if (t.type.startsWith('multipart/')) {
+      if (!t.boundary || depth >= SIMPLE_MAX_DEPTH || t.type === 'multipart/digest') return false;
+      const ds = delimiters(buf, bodyStart, end, t.boundary);
+      if (ds.length < 2 || !ds[ds.length - 1].close) return false;
+      for (let k = 0; k + 1 < ds.length; k++) {
+        const partStart = ds[k].next;
+        if (!walk(partStart, bodyEnd(buf, partStart, ds[k + 1].at), depth + 1)) return false;
+      }
+      return true;
+    }
+    leaves.push({ type: t.type, disposition: t.disposition });
+    return leaves.length <= SIMPLE_MAX_LEAVES;
+  };
+  return walk(0, buf.length, 0) ? leaves : null;
+}

@@ -6,7 +6,7 @@ import PostalMime, { decodeWords } from 'postal-mime';
 import type { Attachment as PmAttachment, Email as PmEmail } from 'postal-mime';
 import { sanitizeEmailHtml } from '../domain/html.ts';
 import type { AttachmentMeta, MessageViews } from '../domain/message.ts';
-import { cutOversizedParts, REMOVED_MARK } from '../domain/mime-cut.ts';
+import { cutOversizedParts, REMOVED_MARK, simpleLeaves } from '../domain/mime-cut.ts';
 import { BODY_MAX_CHARS, renderBody } from '../mcp/body.ts';
 import { cut, normaliseNewlines } from '../mcp/untrusted.ts';
 
@@ -95,9 +95,71 @@ const summaryOf = (email: PmEmail, limits: ParseLimits) => ({
   hasAttachments: keptAttachments(email, limits).kept.length > 0,
 });
 
+const headerDecoder = new TextDecoder('utf-8', { ignoreBOM: true });
+const isWsp = (c: number) => c === 0x20 || c === 0x09;
+const trimWsp = (s: string) => {
+  let a = 0;
+  let b = s.length;
+  while (a < b && isWsp(s.charCodeAt(a))) a++;
+  while (b > a && isWsp(s.charCodeAt(b - 1))) b--;
+  return s.slice(a, b);
+};
+const FAST_MAX_HEAD = 64 * 1024;
+
+/**
+ * The summary of a message whose every part is inline text (no attachment can exist), read from
+ * its top header block the way postal-mime reads it (lines to LF, trailing CRs dropped, UTF-8,
+ * folding on SP/HTAB, first From and Subject, encoded words decoded), without decoding any body.
+ * Null when the message is not that simple: then it is parsed in full. test/smtp/summary.test.ts
+ * checks both ways agree on every message of the corpus.
+ */
+export function fastSummary(raw: Uint8Array): Omit<MessageSummary, 'raw'> | null {
+  const leaves = simpleLeaves(raw);
+  if (!leaves || !leaves.every((l) => (l.type === 'text/plain' || l.type === 'text/html') && l.disposition !== 'attachment')) return null;
+  const lines: string[] = [];
+  let at = 0;
+  for (;;) {
+    if (at >= raw.byteLength || at > FAST_MAX_HEAD) return at > FAST_MAX_HEAD ? null : finish(lines);
+    let nl = raw.indexOf(0x0a, at);
+    const stop = nl < 0 ? raw.byteLength : nl;
+    let end = stop;
+    while (end > at && raw[end - 1] === 0x0d) end--;
+    if (end === at) {
+      // a line of nothing (or only CRs) ends the header block; a CR inside a line stays as written
+      let only = true;
+      for (let i = at; i < stop; i++) if (raw[i] !== 0x0d) only = false;
+      if (only) return finish(lines);
+    }
+    lines.push(headerDecoder.decode(raw.subarray(at, end)));
+    if (nl < 0) return finish(lines);
+    at = nl + 1;
+  }
+  function finish(headLines: string[]): Omit<MessageSummary, 'raw'> {
+    let from: string | null = null;
+    let subject: string | null = null;
+    for (let i = 0; i < headLines.length && (from === null || subject === null); i++) {
+      let line = headLines[i];
+      while (i + 1 < headLines.length && /^[ \t]/.test(headLines[i + 1])) line += headLines[++i];
+      const sep = line.indexOf(':');
+      const key = trimWsp(sep < 0 ? line : line.slice(0, sep)).toLowerCase();
+      if (key !== 'from' && key !== 'subject') continue;
+      const value = sep < 0 ? '' : trimWsp(line.slice(sep + 1).replace(/[\r\n]+/g, ' '));
+      if (key === 'from' && from === null) from = value;
+      if (key === 'subject' && subject === null) subject = value;
+    }
+    return {
+      sender: capSummary(from === null ? '' : oneLine(decodeWords(from.slice(0, MAX_HEADER_VALUE)))),
+      subject: capSummary(oneLine(subject ? decodeWords(subject) : '')),
+      hasAttachments: false,
+    };
+  }
+}
+
 /** At ingest: the bytes to store and the summary fields. */
 export async function summarize(received: Uint8Array, limits: ParseLimits): Promise<MessageSummary> {
   const { raw } = cutOversizedParts(received, limits.maxAttachmentBytes);
+  const fast = fastSummary(raw);
+  if (fast) return { raw, ...fast };
   try {
     return { raw, ...summaryOf(await PostalMime.parse(raw, { attachmentEncoding: 'arraybuffer', maxNestingDepth: 256 }), limits) };
   } catch {

@@ -1,0 +1,53 @@
+// The summary at ingest: the fast path (top header block only, for mail whose every part is inline
+// text) must give exactly what the full parse gives, on every real-world message we have.
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { test } from 'node:test';
+import PostalMime, { decodeWords } from 'postal-mime';
+import { fastSummary, summarize } from '../../src/smtp/parse.ts';
+import { toWire } from '../helpers/smtp.ts';
+
+const LIMITS = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };
+const roots = [resolve(import.meta.dirname, '../../../shared/corpus'), resolve(import.meta.dirname, '../fixtures')];
+function files(dir: string, out: string[] = []): string[] {
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) files(p, out);
+    else if (/\.(eml|raw|msg|txt)$/i.test(name) || !name.includes('.')) out.push(p);
+  }
+  return out;
+}
+
+test('fast summary = full parse on every corpus and fixture message (as received over SMTP)', async (t) => {
+  const all = roots.flatMap((r) => files(r));
+  assert.ok(all.length >= 222, `${all.length} messages`);
+  let fast = 0;
+  const differ: string[] = [];
+  for (const path of all) {
+    // as the receiver gets it: CRLF line ends, the terminating line break kept
+    const raw = new Uint8Array(Buffer.from(toWire(readFileSync(path)).toString('latin1').replace(/^\.\./gm, '.'), 'latin1'));
+    const quick = fastSummary(raw);
+    if (!quick) continue;
+    fast++;
+    // the full parse, by way of the same code with the fast path out of the picture
+    const email = await PostalMime.parse(raw, { attachmentEncoding: 'arraybuffer', maxNestingDepth: 256 }).catch(() => null);
+    if (!email) {
+      differ.push(`${path}: fast path taken, full parse fails`);
+      continue;
+    }
+    const from = email.headers.find((h) => h.key === 'from');
+    const oneLine = (s: string) => s.replace(/\r?\n[ \t]*/g, ' ').replace(/[\r\n]/g, ' ').replace(/\u0000/g, '');
+    const cap = (s: string) => (s.length > 1000 ? `${s.slice(0, 999)}…` : s);
+    const full = {
+      sender: cap(from ? oneLine(decodeWords(from.value.slice(0, 64 * 1024))) : ''),
+      subject: cap(oneLine(email.subject ?? '')),
+      hasAttachments: email.attachments.length > 0,
+    };
+    if (JSON.stringify(quick) !== JSON.stringify(full)) differ.push(`${path}: ${JSON.stringify(quick)} vs ${JSON.stringify(full)}`);
+    assert.deepEqual(await summarize(raw, LIMITS).then(({ raw: _r, ...s }) => s), quick);
+  }
+  t.diagnostic(`fast path: ${fast} of ${all.length} messages`);
+  assert.deepEqual(differ, []);
+  assert.ok(fast > 60, `the fast path serves the plain majority (${fast} of ${all.length})`);
+});
