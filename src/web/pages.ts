@@ -123,9 +123,9 @@ ${row('Cc', esc(e.cc))}
 ${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e.receivedAt)}">${utc(e.receivedAt)}</time>`)}
 ${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
 </dl>
-<div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button></div>
+<div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/api/v1/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
 ${attachments}
-<div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}</div>
+<div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('source', 'Source')}</div>
 ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html" class="panel"${first === 'html' ? '' : ' hidden'}>
 <div class="frame-bar">${hasRemoteContent(e.htmlBody ?? '')
     ? '<span class="muted">Shown isolated: no scripts, no forms. Remote images are blocked so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button>'
@@ -137,6 +137,10 @@ ${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkif
 </section>
 <section id="panel-headers" role="tabpanel" aria-labelledby="tab-headers" class="panel" hidden>
 <div class="table-wrap"><table class="headers"><tbody>${headers}</tbody></table></div>
+</section>
+<section id="panel-source" role="tabpanel" aria-labelledby="tab-source" class="panel" hidden>
+<p class="muted">The message as received (parts over 5 MB are cut out of the stored copy).</p>
+<pre class="text-body" id="source-body" aria-live="polite">Loading…</pre>
 </section>
 </article>`;
   return layout(assets, {

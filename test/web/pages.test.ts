@@ -154,6 +154,21 @@ test('an attachment downloads with its name and bytes', async () => {
   assert.equal(readFileSync(path).toString(), 'amount: 42 EUR\n');
 });
 
+test('the Source tab shows the received bytes; "Download .eml" saves them', async () => {
+  const raw = Buffer.from(await (await svc.api(`/api/v1/emails/${emailId}/raw`)).arrayBuffer()).toString('utf8');
+  assert.match(raw, /^Subject: Your invoice\r?$/m);
+  await page.click('#tab-source');
+  const pre = page.locator('#source-body');
+  await page.waitForFunction(() => !document.querySelector('#source-body')?.textContent?.startsWith('Loading'));
+  const shown = await pre.evaluate((el) => el.textContent ?? '');
+  assert.equal(shown, raw, 'the source view is the message as received, byte for byte');
+  await screenshots(page, 'email-source');
+  const [download] = await Promise.all([page.waitForEvent('download'), page.click('#download-eml')]);
+  assert.equal(download.suggestedFilename(), `${emailId}.eml`);
+  assert.equal(readFileSync(await download.path()).toString('utf8'), raw);
+  await page.click('#tab-html');
+});
+
 test('deleting the email returns to the inbox without it; the API agrees', async () => {
   await page.click('#delete-email');
   await page.waitForURL(new RegExp(`/inbox/${address.replace('.', '\\.')}$`));

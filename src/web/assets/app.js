@@ -274,6 +274,31 @@
         t.tabIndex = on ? 0 : -1;
         document.getElementById(t.getAttribute('aria-controls')).hidden = !on;
       }
+      if (tab.id === 'tab-source') loadSource();
+    }
+    // The source, fetched once when its tab is first opened: the received bytes, shown as text
+    // (as Latin-1 when they are not UTF-8), the first 2 MB of them.
+    let sourceLoaded = false;
+    async function loadSource() {
+      if (sourceLoaded) return;
+      sourceLoaded = true;
+      const pre = $('#source-body');
+      const res = await fetch('/api/v1/emails/' + encodeURIComponent(id) + '/raw');
+      if (!res.ok) {
+        sourceLoaded = false;
+        pre.textContent = await apiError(res);
+        return;
+      }
+      const bytes = new Uint8Array(await res.arrayBuffer());
+      const max = 2 * 1024 * 1024;
+      const shown = bytes.subarray(0, max);
+      let text;
+      try {
+        text = new TextDecoder('utf-8', { fatal: true }).decode(shown);
+      } catch {
+        text = new TextDecoder('latin1').decode(shown);
+      }
+      pre.textContent = text + (bytes.length > max ? '\n[… ' + (bytes.length - max) + ' more bytes: download the .eml to see them]' : '');
     }
     tabs.forEach((tab, i) => {
       tab.addEventListener('click', () => select(tab));
