@@ -2,7 +2,7 @@
 // (params, query, body, every response) and a thin handler that calls one service function.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERROR_STATUS, type ErrorType } from '../domain/errors.ts';
 import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
@@ -32,6 +32,14 @@ const ListQuery = Type.Object({
   since: Type.Optional(Type.String({ description: 'An email id: only newer emails, oldest first' })),
   before: Type.Optional(Type.String({ description: 'An email id: only older emails, newest first (pages backwards)' })),
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold when the result would be empty. Needs an API key.' }),
+  from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive). With wait, the request returns only when a matching email arrives. Additive.' })),
+  subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive). Additive.' })),
+});
+const LatestQuery = Type.Object({
+  since: Type.Optional(Type.String({ description: 'An email id: only newer emails. Any UUIDv7 works, so one made from the current time means "only mail from now on".' })),
+  wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold until a matching email arrives. Needs an API key.' }),
+  from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive)' })),
+  subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive)' })),
 });
 const KeyBody = Type.Optional(
   Type.Object(
@@ -165,23 +173,51 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     },
   }, async (request, reply) => {
     const q = request.query;
-    const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait };
+    const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, from: q.from, subject: q.subject };
     // without wait nothing is held: no slot, no abort signal, no listener on the socket
     if (q.wait <= 0) return listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, await emails.listEmails(core, input));
+    return held(request, reply, q.wait, async (signal) =>
+      listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, await emails.listEmails(core, { ...input, signal })));
+  });
+
+  /** A held request: needs a key, takes one of its wait slots, and is abandoned when the client goes. */
+  async function held<T>(request: FastifyRequest<{ Params: Static<typeof AddressParams> }>, reply: FastifyReply, wait: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const c = request.caller;
     if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
     emails.resolveInbox(core, request.params.address);
-    const release = await core.limiter.acquireWait(c.bucket, c.concurrentWaits, (q.wait + 15) * 1000, now());
+    const release = await core.limiter.acquireWait(c.bucket, c.concurrentWaits, (wait + 15) * 1000, now());
     if (!release) throw new AppError('too_many_waiters', `This key already holds ${c.concurrentWaits} waiting requests; let one finish first`, { retryAfter: 1 });
     const abort = new AbortController();
     const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
     reply.raw.on('close', onClose);
     try {
-      return listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, await emails.listEmails(core, { ...input, signal: abort.signal }));
+      return await run(abort.signal);
     } finally {
       reply.raw.off('close', onClose);
       await release();
     }
+  }
+
+  app.get<{ Params: Static<typeof AddressParams>; Querystring: Static<typeof LatestQuery> }>('/api/v1/inboxes/:address/latest', {
+    schema: {
+      operationId: 'latestEmail', tags: ['emails'], security: SECURITY,
+      summary: 'The newest email that matches (from, subject, since), in full with codes and links; with wait, held until one arrives. "Wait for the verification email and give me the code" in one request. Additive.',
+      params: AddressParams, querystring: LatestQuery,
+      response: {
+        200: Type.Object({
+          data: Type.Union([Type.Ref(EmailFullSchema), Type.Null()], { description: 'The newest matching email, or null when nothing matched (also when a wait ran out)' }),
+          meta: Type.Object({ address: Type.String(), waited: Type.Boolean({ description: 'Whether the request was held' }) }),
+        }, { description: 'The newest matching email or null' }),
+        ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded', 'too_many_waiters'),
+      },
+    },
+  }, async (request, reply) => {
+    const q = request.query;
+    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, waitSeconds: q.wait };
+    const answer = (out: Awaited<ReturnType<typeof emails.latestEmail>>) =>
+      ({ data: out.email && toWireEmail(core, out.email), meta: { address: out.address, waited: out.waited } });
+    if (q.wait <= 0) return answer(await emails.latestEmail(core, input));
+    return held(request, reply, q.wait, async (signal) => answer(await emails.latestEmail(core, { ...input, signal })));
   });
 
   app.delete<{ Params: Static<typeof AddressParams> }>('/api/v1/inboxes/:address/emails', {

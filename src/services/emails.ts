@@ -3,7 +3,7 @@ import { parseAddress, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
-import type { EmailSummary, StoredBytes } from '../store/store.ts';
+import type { EmailSummary, ListQuery, StoredBytes } from '../store/store.ts';
 import type { Core } from './core.ts';
 
 /**
@@ -21,7 +21,19 @@ export function resolveInbox(core: Core, raw: string, field = 'address'): Addres
   return addr;
 }
 
-export interface ListInput {
+/** Case-insensitive substrings of the decoded From and Subject; both must match when both are given. */
+export interface MailFilter {
+  from?: string;
+  subject?: string;
+}
+
+/** Longest filter text accepted. */
+export const FILTER_MAX_CHARS = 200;
+/** A filtered read looks at most this many of an inbox's emails (newest or oldest first, from its cursor). */
+export const FILTER_SCAN_MAX = 5000;
+const SCAN_PAGE = 100;
+
+export interface ListInput extends MailFilter {
   address: string;
   limit: number;
   since?: string;
@@ -37,8 +49,19 @@ export interface ListOutput {
   waited: boolean;
 }
 
-export async function listEmails(core: Core, input: ListInput): Promise<ListOutput> {
-  const { address } = resolveInbox(core, input.address);
+function checkFilter(filter: MailFilter): ((e: EmailSummary) => boolean) | null {
+  const parts: [keyof MailFilter, string][] = [];
+  for (const field of ['from', 'subject'] as const) {
+    const v = filter[field];
+    if (v === undefined || v === '') continue;
+    if (v.length > FILTER_MAX_CHARS) throw new AppError('invalid_request', `${field} is at most ${FILTER_MAX_CHARS} characters`);
+    parts.push([field, v.toLowerCase()]);
+  }
+  if (parts.length === 0) return null;
+  return (e) => parts.every(([field, needle]) => (field === 'from' ? e.sender : e.subject).toLowerCase().includes(needle));
+}
+
+function checkCursors(input: { since?: string; before?: string }): void {
   if (input.since !== undefined && input.before !== undefined) {
     throw new AppError('invalid_request', 'since and before cannot be used together: since reads newer mail oldest-first, before pages into older mail');
   }
@@ -46,14 +69,75 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
     const v = input[field];
     if (v !== undefined && !isUuid(v)) throw new AppError('invalid_request', `${field} must be an email id (a UUID), got ${JSON.stringify(v.slice(0, 60))}`);
   }
+}
+
+/**
+ * One page of an inbox, as the store lists it, keeping only emails that match: reads the store's
+ * pages from the cursor on until `limit` match or FILTER_SCAN_MAX emails were looked at (newest
+ * first: or until an id at or below `stopAt`).
+ */
+async function filteredPage(core: Core, address: string, query: ListQuery, match: (e: EmailSummary) => boolean, stopAt?: string): Promise<EmailSummary[]> {
+  const out: EmailSummary[] = [];
+  let { since, before } = query;
+  for (let seen = 0; seen < FILTER_SCAN_MAX; seen += SCAN_PAGE) {
+    const page = await core.store.listEmails(address, { limit: SCAN_PAGE, since, before }, core.clock.now());
+    for (const e of page) {
+      if (stopAt !== undefined && e.id <= stopAt) return out; // newest first: nothing newer than the stop is left
+      if (!match(e)) continue;
+      out.push(e);
+      if (out.length >= query.limit) return out;
+    }
+    if (page.length < SCAN_PAGE) break;
+    if (since !== undefined) since = page.at(-1)!.id;
+    else before = page.at(-1)!.id;
+  }
+  return out;
+}
+
+export async function listEmails(core: Core, input: ListInput): Promise<ListOutput> {
+  const { address } = resolveInbox(core, input.address);
+  checkCursors(input);
+  const match = checkFilter(input);
   const query = { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() };
-  const run = () => core.store.listEmails(address, query, core.clock.now());
+  const run = match ? () => filteredPage(core, address, query, match) : () => core.store.listEmails(address, query, core.clock.now());
   const ms = (input.waitSeconds ?? 0) * 1000;
   // nothing to hold: what hold() would do, without its promise
   if (ms <= 0) return { address, emails: await run(), waited: false };
-  // waits on this address with the same page share their re-query after a delivery
-  const { result, waited } = await core.waits.hold(address, ms, run, input.signal, `${query.limit}:${query.since ?? ''}:${query.before ?? ''}`);
+  // waits on this address with the same page (and filter) share their re-query after a delivery
+  const key = `${query.limit}:${query.since ?? ''}:${query.before ?? ''}${match ? `:${input.from ?? ''}\u0000${input.subject ?? ''}` : ''}`;
+  const { result, waited } = await core.waits.hold(address, ms, run, input.signal, key);
   return { address, emails: result, waited };
+}
+
+export interface LatestInput extends MailFilter {
+  address: string;
+  /** Only mail newer than this id (any UUIDv7: one made from the current time means "from now on"). */
+  since?: string;
+  waitSeconds?: number;
+  signal?: AbortSignal;
+}
+
+/** The newest email that matches, in full, or null (none yet, or the wait ran out). */
+export async function latestEmail(core: Core, input: LatestInput): Promise<{ address: string; email: EmailFull | null; waited: boolean }> {
+  const { address } = resolveInbox(core, input.address);
+  checkCursors(input);
+  const match = checkFilter(input) ?? (() => true);
+  const since = input.since?.toLowerCase();
+  const newest = async () => {
+    const [e] = await filteredPage(core, address, { limit: 1 }, match, since);
+    return e ? [e] : [];
+  };
+  const ms = (input.waitSeconds ?? 0) * 1000;
+  const { result, waited } = ms > 0
+    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${input.from ?? ''}\u0000${input.subject ?? ''}`)
+    : { result: await newest(), waited: false };
+  if (result.length === 0) return { address, email: null, waited };
+  try {
+    return { address, email: await getEmail(core, result[0].id), waited };
+  } catch (err) {
+    if (err instanceof AppError && err.type === 'not_found') return { address, email: null, waited }; // deleted meanwhile
+    throw err;
+  }
 }
 
 const notFound = (id: string) =>
