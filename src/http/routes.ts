@@ -4,12 +4,14 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, ERROR_STATUS, type ErrorType } from '../domain/errors.ts';
+import { isUuid } from '../domain/ids.ts';
 import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import * as emails from '../services/emails.ts';
 import { createInbox } from '../services/inboxes.ts';
 import { mintKey } from '../services/keys.ts';
 import { contentDisposition } from './download.ts';
+import { createEventStreams, EVENT_STREAM_LIFETIME_MS } from './events.ts';
 import {
   ApiKeySchema, AttachmentSchema, DomainSchema, EmailFullSchema, EmailSummarySchema, HealthSchema, IdentitySchema, InboxSchema,
   ListMetaSchema, summaryJson, toWireAttachment, toWireEmail, toWireKey, toWireLimits,
@@ -34,6 +36,9 @@ const ListQuery = Type.Object({
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold when the result would be empty. Needs an API key.' }),
   from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive). With wait, the request returns only when a matching email arrives. Additive.' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive). Additive.' })),
+});
+const EventsQuery = Type.Object({
+  since: Type.Optional(Type.String({ description: 'An email id: replay the stored mail after it first (as Last-Event-ID does)' })),
 });
 const LatestQuery = Type.Object({
   since: Type.Optional(Type.String({ description: 'An email id: only newer emails. Any UUIDv7 works, so one made from the current time means "only mail from now on".' })),
@@ -197,6 +202,30 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
       await release();
     }
   }
+
+  const streams = createEventStreams(core);
+  app.addHook('preClose', async () => streams.closeAll());
+  app.get<{ Params: Static<typeof AddressParams>; Querystring: Static<typeof EventsQuery> }>('/api/v1/inboxes/:address/events', {
+    schema: {
+      operationId: 'streamEmails', tags: ['emails'], security: SECURITY, params: AddressParams, querystring: EventsQuery,
+      summary: 'A Server-Sent Events stream of new mail: one `email` event per email (data: the summary; id: the email id), a `: heartbeat` comment every 15 s. Resumable: `Last-Event-ID` (or `since`) replays the mail after that id still stored, then goes live, with no gap and no duplicate. Needs a key; a stream holds one of the key\'s concurrent waits and ends after 10 minutes (EventSource reconnects by itself). Additive.',
+      response: {
+        200: { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+        ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded', 'too_many_waiters'),
+      },
+    },
+  }, async (request, reply) => {
+    const c = request.caller;
+    if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'the event stream needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
+    const { address } = emails.resolveInbox(core, request.params.address);
+    const header = request.headers['last-event-id'];
+    const since = (typeof header === 'string' && header !== '' ? header : request.query.since) ?? null;
+    if (since !== null && !isUuid(since)) throw new AppError('invalid_request', `Last-Event-ID / since must be an email id (a UUID), got ${JSON.stringify(since.slice(0, 60))}`);
+    const release = await core.limiter.acquireWait(c.bucket, c.concurrentWaits, EVENT_STREAM_LIFETIME_MS + 15_000, now());
+    if (!release) throw new AppError('too_many_waiters', `This key already holds ${c.concurrentWaits} waiting requests or streams; close one first`, { retryAfter: 1 });
+    streams.open(request, reply, address, since?.toLowerCase() ?? null, release);
+    return reply;
+  });
 
   app.get<{ Params: Static<typeof AddressParams>; Querystring: Static<typeof LatestQuery> }>('/api/v1/inboxes/:address/latest', {
     schema: {

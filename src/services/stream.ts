@@ -1,0 +1,79 @@
+// Following an inbox: the one "tell me about new mail" path behind the API's event stream (and the
+// web page's live list). It subscribes to the bus before it first reads, reads from a cursor in id
+// order, and moves the cursor past what it delivered: ids only grow within an inbox (store.ts), so
+// nothing is delivered twice and nothing slips through between a replay and live mail.
+import type { EmailSummary } from '../store/store.ts';
+import type { Core } from './core.ts';
+
+const PAGE = 100;
+
+export interface InboxFollower {
+  /** Stops following (idempotent). */
+  close(): void;
+}
+
+export interface FollowOptions {
+  /** Deliver mail after this id (a replay of what is still stored); null: only mail from now on. */
+  since: string | null;
+  /** Called with each batch, oldest first; never twice for one email. */
+  deliver(emails: EmailSummary[]): void;
+  /** A read failed; the follower keeps going and reads again on the next delivery. */
+  onError?(err: unknown): void;
+}
+
+export function followInbox(core: Core, address: string, options: FollowOptions): InboxFollower {
+  let closed = false;
+  let cursor: string | null = options.since;
+  let ready = false;
+  let reading = false;
+  let again = false;
+
+  const read = async (): Promise<void> => {
+    if (reading) {
+      again = true;
+      return;
+    }
+    reading = true;
+    try {
+      do {
+        again = false;
+        for (;;) {
+          if (closed) return;
+          const now = core.clock.now();
+          const page = cursor === null
+            ? (await core.store.listEmails(address, { limit: 1 }, now)) // the newest: where "from now on" starts
+            : await core.store.listEmails(address, { limit: PAGE, since: cursor }, now);
+          if (closed) return;
+          if (cursor === null) {
+            cursor = page[0]?.id ?? '00000000-0000-7000-8000-000000000000';
+            break;
+          }
+          if (page.length > 0) {
+            cursor = page[page.length - 1].id;
+            options.deliver(page);
+          }
+          if (page.length < PAGE) break;
+        }
+      } while (again && !closed);
+    } catch (err) {
+      options.onError?.(err);
+    } finally {
+      reading = false;
+      if (again && !closed) void read();
+    }
+  };
+
+  const unsubscribe = core.bus.subscribe(address, () => {
+    if (ready) void read();
+    else again = true;
+  });
+  ready = true;
+  void read();
+  return {
+    close() {
+      if (closed) return;
+      closed = true;
+      unsubscribe();
+    },
+  };
+}
