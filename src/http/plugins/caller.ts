@@ -31,6 +31,24 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * Whether a request is an API request, decided by the route it matched (however its path was
+ * spelled: `/%61pi/v1/domains` is routed to `/api/v1/domains` and pays like it), and for a path that
+ * matched nothing by its decoded, case-folded first segment (an unknown `/API/…` still counts).
+ */
+export function isApiRequest(request: FastifyRequest): boolean {
+  const route = request.routeOptions.url;
+  if (route !== undefined) return route.startsWith('/api/');
+  const path = request.url.split('?', 1)[0];
+  let decoded = path;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    // not valid percent-encoding: judged as written
+  }
+  return /^\/+api(?:[/;]|$)/i.test(decoded);
+}
+
 /** The raw key a request carries, from `Authorization: Bearer` or `X-API-Key`; undefined when none. */
 export function presentedKey(request: FastifyRequest): string | undefined {
   const auth = request.headers.authorization;
@@ -125,7 +143,7 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
   };
 
   app.addHook('onRequest', (request, reply, done) => {
-    if (!request.url.startsWith('/api/')) return done();
+    if (!isApiRequest(request)) return done();
     let raw: string | undefined;
     try {
       raw = presentedKey(request);
