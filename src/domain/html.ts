@@ -78,9 +78,45 @@ export function isScriptCss(css: string): boolean {
  * <style> text never holds markup: CSS ignores the `<!--`/`-->` wrappers old mail puts around it, and
  * any other `<` is removed, so no parser can read a tag (or a closing `</style`) inside it.
  */
-const STYLE_BLOCK_RE = /(<style\b[^>]*>)([\s\S]*?)(<\/style>)/gi;
 const cleanStyleText = (html: string) =>
-  html.replace(STYLE_BLOCK_RE, (_, open: string, css: string, close: string) => open + css.replace(/<!--|-->/g, '').replace(/</g, '') + close);
+  mapStyleBlocks(html, (css) => css.replace(/<!--|-->/g, '').replace(/</g, ''));
+
+/**
+ * Each `<style …>…</style>` block's text through `fn`, the rest as is. One forward pass with indexOf
+ * (a lazy regex over an unclosed `<style>` rescans to the end once per opener: quadratic).
+ */
+function mapStyleBlocks(html: string, fn: (css: string) => string): string {
+  const lower = html.toLowerCase();
+  let out = '';
+  let at = 0;
+  for (;;) {
+    const open = lower.indexOf('<style', at);
+    if (open < 0) break;
+    const next = lower.charCodeAt(open + 6);
+    const gt = lower.indexOf('>', open);
+    if (gt < 0) break;
+    if (!(next === 0x3e || next === 0x20 || next === 0x09 || next === 0x0a || next === 0x0d || next === 0x2f)) {
+      out += html.slice(at, open + 6);
+      at = open + 6;
+      continue;
+    }
+    const close = lower.indexOf('</style', gt + 1);
+    if (close < 0) break; // an unclosed block: left as is (nothing after it is style text)
+    out += html.slice(at, gt + 1) + fn(html.slice(gt + 1, close));
+    at = close;
+  }
+  return out + html.slice(at);
+}
+
+/** The text of each top-level `<style>` block, in one forward pass. */
+function styleTexts(html: string): string[] {
+  const out: string[] = [];
+  mapStyleBlocks(html, (css) => {
+    out.push(css);
+    return '';
+  });
+  return out;
+}
 
 const sanitizePass = (html: string) => cleanStyleText(sanitizeHtml(html, SANITIZE));
 
@@ -92,11 +128,24 @@ const sanitizePass = (html: string) => cleanStyleText(sanitizeHtml(html, SANITIZ
  */
 export const MAX_HTML_START_TAGS = 20_000;
 
-/** The HTML up to (not including) its `max`+1-th start tag; linear time. */
+/**
+ * Characters of HTML the sanitizer is given: past it the rest is cut (a derivation has a time budget
+ * too, but most mail is far below: Gmail clips a message at 102 KB).
+ */
+export const MAX_HTML_CHARS = 2_000_000;
+
+/**
+ * The HTML up to (not including) its `max`+1-th start tag or its `max`+1-th end tag, whichever
+ * comes first: unmatched end tags make the parser quadratic too (1.5 MB of `</div>` took 6.5 s).
+ * Sanitized HTML has no more end tags than start tags, so a second pass cuts nothing. Linear time.
+ */
 export function capStartTags(html: string, max: number): string {
-  const re = /<[a-z]/gi;
-  let n = 0;
-  for (let m = re.exec(html); m; m = re.exec(html)) if (++n > max) return html.slice(0, m.index);
+  const re = /<(\/?)[a-z]/gi;
+  let starts = 0;
+  let ends = 0;
+  for (let m = re.exec(html); m; m = re.exec(html)) {
+    if (m[1] ? ++ends > max : ++starts > max) return html.slice(0, m.index);
+  }
   return html;
 }
 
@@ -107,7 +156,8 @@ export function capStartTags(html: string, max: number): string {
  */
 export function sanitizeEmailHtml(html: string): string {
   // NUL is never valid in HTML and some parsers treat it as a tag-name terminator
-  let out = sanitizePass(capStartTags(html.replace(/\u0000/g, ''), MAX_HTML_START_TAGS));
+  const capped = html.length > MAX_HTML_CHARS ? html.slice(0, MAX_HTML_CHARS) : html;
+  let out = sanitizePass(capStartTags(capped.replace(/\u0000/g, ''), MAX_HTML_START_TAGS));
   for (let i = 0; i < 4; i++) {
     const again = sanitizePass(out);
     if (again === out) break;
@@ -116,11 +166,61 @@ export function sanitizeEmailHtml(html: string): string {
   return out;
 }
 
+/** Declarations of one style looked at: a longer style attribute is judged by its start. */
+const MAX_STYLE_CHARS = 8192;
+const ZERO_LENGTH = /^0(?:\.0+)?(?:px|em|rem|%)?$/;
+const TINY_FONT = /^[01](?:\.0+)?(?:px|pt|em|rem|%)?$/;
+
 /**
- * Inline styles that hide an element from a reader: display:none, visibility:hidden, mso-hide:all,
- * zero (or 1px) font size, zero max-height/height with overflow hidden, zero opacity, transparent text.
+ * Whether inline style hides an element from a reader: display:none, visibility:hidden, mso-hide:all,
+ * zero (or 1px) font size, zero max-height/height with overflow hidden, zero opacity, transparent
+ * text, a zero clip. Declaration by declaration, no regex over the whole text (the lookahead this
+ * replaces was quadratic: a 144 KB style froze the process for 2.6 s).
  */
-const HIDDEN_STYLE_RE = /(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)|mso-hide\s*:\s*all|(?:max-)?height\s*:\s*0(?:px|em|rem|%)?\s*(?:!important\s*)?(?:;|$)(?=.*overflow\s*:\s*hidden)|font-size\s*:\s*[01](?:\.0+)?(?:px|pt|em|rem|%)?\s*(?:!important\s*)?(?:;|$)|opacity\s*:\s*0?(?:\.0+)?\s*(?:!important\s*)?(?:;|$)|color\s*:\s*transparent|clip\s*:\s*rect\(\s*0)/i;
+export function isHiddenStyle(style: string): boolean {
+  const text = style.length > MAX_STYLE_CHARS ? style.slice(0, MAX_STYLE_CHARS) : style;
+  let zeroHeight = false;
+  let overflowHidden = false;
+  for (const decl of text.split(';')) {
+    const colon = decl.indexOf(':');
+    if (colon < 0) continue;
+    const prop = decl.slice(0, colon).trim().toLowerCase();
+    let value = decl.slice(colon + 1).trim().toLowerCase();
+    if (value.endsWith('!important')) value = value.slice(0, -'!important'.length).trimEnd();
+    switch (prop) {
+      case 'display':
+        if (value === 'none') return true;
+        break;
+      case 'visibility':
+        if (value === 'hidden' || value === 'collapse') return true;
+        break;
+      case 'mso-hide':
+        if (value === 'all') return true;
+        break;
+      case 'height':
+      case 'max-height':
+        if (ZERO_LENGTH.test(value)) zeroHeight = true;
+        break;
+      case 'overflow':
+        if (value === 'hidden') overflowHidden = true;
+        break;
+      case 'font-size':
+        if (TINY_FONT.test(value)) return true;
+        break;
+      case 'opacity':
+        if (value === '' || /^0?(?:\.0+)?$/.test(value)) return true;
+        break;
+      case 'color':
+        if (value.startsWith('transparent')) return true;
+        break;
+      case 'clip':
+        if (/^rect\(\s*0/.test(value)) return true;
+        break;
+      default:
+    }
+  }
+  return zeroHeight && overflowHidden;
+}
 
 /** Elements whose content is never text a reader sees. */
 const NON_TEXT = new Set(['script', 'style', 'noscript', 'template', 'head', 'title', 'textarea', 'option', 'select', 'iframe', 'object', 'embed', 'svg', 'math', 'xmp', 'noembed', 'noframes', 'button', 'input', 'meta', 'link', 'base']);
@@ -131,8 +231,8 @@ const NON_TEXT = new Set(['script', 'style', 'noscript', 'template', 'head', 'ti
  */
 export function hiddenClasses(html: string): Set<string> {
   const out = new Set<string>();
-  for (const m of html.matchAll(/<style\b[^>]*>([\s\S]*?)<\/style\s*>/gi)) {
-    const css = m[1].replace(/\/\*[\s\S]*?\*\//g, '');
+  for (const text of styleTexts(html)) {
+    const css = stripCssComments(text);
     let depth = 0;
     let start = 0;
     let atBlock = 0; // depth at which an @-block opened, 0 when none
@@ -151,7 +251,7 @@ export function hiddenClasses(html: string): Set<string> {
       } else if (c === '}') {
         if (depth === 1 && atBlock === 0 && selector) {
           const body = css.slice(start, i);
-          if (HIDDEN_STYLE_RE.test(body.trim().replace(/^/, ';'))) {
+          if (isHiddenStyle(body)) {
             for (const sel of selector.split(',')) {
               const cls = /^\s*(?:[a-z][a-z0-9]*)?\.([\w-]+)\s*$/i.exec(sel);
               if (cls) out.add(cls[1].toLowerCase());
@@ -168,6 +268,20 @@ export function hiddenClasses(html: string): Set<string> {
   return out;
 }
 
+/** CSS without its comments, in one pass (an unclosed comment runs to the end). */
+function stripCssComments(css: string): string {
+  let out = '';
+  let at = 0;
+  for (;;) {
+    const open = css.indexOf('/*', at);
+    if (open < 0) return out + css.slice(at);
+    out += css.slice(at, open);
+    const close = css.indexOf('*/', open + 2);
+    if (close < 0) return out;
+    at = close + 2;
+  }
+}
+
 /** Removes elements a reader would not see (and everything inside them), before text conversion. */
 function dropHidden(html: string): string {
   const classes = hiddenClasses(html);
@@ -181,7 +295,7 @@ function dropHidden(html: string): string {
       if (NON_TEXT.has(frame.tag)) return true;
       const a = frame.attribs ?? {};
       if ('hidden' in a || String(a['aria-hidden']).toLowerCase() === 'true') return true;
-      if (HIDDEN_STYLE_RE.test(`;${a.style ?? ''}`)) return true;
+      if (a.style && isHiddenStyle(a.style)) return true;
       if (classes.size > 0 && a.class) return a.class.toLowerCase().split(/\s+/).some((c) => classes.has(c));
       return false;
     },
