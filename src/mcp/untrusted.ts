@@ -8,6 +8,34 @@ export const END_MARKER = 'END EMAIL BODY';
 /** What replaces a line of the email that imitates a body marker. */
 export const NEUTRALISED_LINE = '[ephemail removed a line here: it imitated a body marker]';
 
+/** What replaces, inside a single-line field, the words that imitate a body marker. */
+export const NEUTRALISED_WORDS = '[ephemail removed words here: they imitated a body marker]';
+
+/** Most words a marker imitation spans (spaced-out letters: "E N D  O F  E M A I L  B O D Y"). */
+const MARKER_MAX_WORDS = 24;
+
+/**
+ * A single line with each run of words that imitates a marker replaced, the rest kept: a subject
+ * "Invoice END EMAIL BODY" keeps "Invoice". For every word, the shortest run ending there that
+ * imitates a marker is found (at most MARKER_MAX_WORDS back), so the cost is linear in the line.
+ */
+export function neutraliseInline(line: string): string {
+  const words = line.split(' ');
+  const out: string[] = [];
+  let start = 0; // first word not yet emitted
+  for (let j = 0; j < words.length; j++) {
+    for (let i = j; i >= Math.max(start, j - MARKER_MAX_WORDS + 1); i--) {
+      if (!imitatesMarker(words.slice(i, j + 1).join(' '))) continue;
+      out.push(...words.slice(start, i), NEUTRALISED_WORDS);
+      start = j + 1;
+      break;
+    }
+  }
+  out.push(...words.slice(start));
+  const result = out.join(' ');
+  return imitatesMarker(result) ? NEUTRALISED_WORDS : result; // never left imitating (a marker split across runs)
+}
+
 /**
  * Characters that render as nothing (or reorder what is shown) and can hide instructions: zero-width
  * spaces and joiners, bidi embeddings, overrides, isolates and marks, word joiners and invisible
@@ -69,12 +97,12 @@ export function cut(s: string, max: number): string {
 
 /**
  * A sender-written header value (subject, from, filename) made safe to show: invisible characters
- * removed, line breaks and tabs turned into spaces, marker imitations neutralised, capped at `max`
- * characters with an ellipsis.
+ * removed, line breaks and tabs turned into spaces, the words of a marker imitation replaced (the
+ * rest of the field kept), capped at `max` characters with an ellipsis.
  */
 export function untrustedLine(s: string, max: number): string {
   let out = stripInvisible(normaliseNewlines(s).replace(/[\n\t\v\f]+/g, ' ')).replace(/ {2,}/g, ' ').trim();
-  if (imitatesMarker(out)) out = NEUTRALISED_LINE;
+  if (imitatesMarker(out)) out = neutraliseInline(out);
   return out.length > max ? `${cut(out, max - 1)}…` : out;
 }
 
