@@ -33,3 +33,18 @@ test('format orders by (ms, counter) and overflows into the next millisecond', (
   const b = gen.next(10);
   assert.ok(b > a);
 });
+
+test('the random bits come from the cryptographic generator, not Math.random (whose state can be recovered)', () => {
+  const original = Math.random;
+  Math.random = () => 0.5; // were ids drawn from it, every random part would be the same
+  try {
+    const gen = createIdGenerator();
+    const ids = Array.from({ length: 200 }, (_, i) => gen.next(1_795_000_000_000 + (i % 2)));
+    const low32 = new Set(ids.map((id) => id.slice(-8)));
+    assert.ok(low32.size > 190, `the low 32 bits vary (${low32.size} distinct of 200)`);
+    const starts = new Set(Array.from({ length: 50 }, (_, i) => createIdGenerator().next(2_000_000 + i).slice(15, 23)));
+    assert.ok(starts.size > 45, 'each millisecond starts its counter at a random point');
+  } finally {
+    Math.random = original;
+  }
+});
