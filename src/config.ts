@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+
 // The environment, read once: one table of variables (type, default, description) → a frozen Config.
 // DECISIONS.md "Configuration" is the contract for every name and default here.
 
@@ -16,7 +18,11 @@ export interface Config {
   domains: readonly string[];
   store: string;
   emailTtlSeconds: number;
-  trustProxy: boolean;
+  /**
+   * Which direct peers may name the client in X-Forwarded-For: none (false), loopback and private
+   * networks (`true`), or a list of addresses and CIDR blocks. One hop is trusted either way.
+   */
+  trustProxy: false | readonly string[];
   maxMessageBytes: number;
   /** Bytes of DATA all SMTP sessions together may hold in memory at once; above it new DATA gets 452. */
   maxInflightBytes: number;
@@ -56,6 +62,33 @@ function bool(env: Env, name: string, def: boolean): boolean {
   if (['1', 'true', 'yes', 'on'].includes(v)) return true;
   if (['0', 'false', 'no', 'off'].includes(v)) return false;
   throw new ConfigError(name, raw, 'true or false');
+}
+
+/** `EPHEMAIL_TRUST_PROXY=true`: proxies on this host or a private network (a load balancer in front). */
+export const PRIVATE_PROXY_RANGES = Object.freeze(['127.0.0.0/8', '::1/128', '10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7', 'fe80::/10']);
+
+function trustProxy(env: Env): false | readonly string[] {
+  const raw = env.EPHEMAIL_TRUST_PROXY?.trim() ?? '';
+  const v = raw.toLowerCase();
+  if (['', '0', 'false', 'no', 'off'].includes(v)) return false;
+  if (['1', 'true', 'yes', 'on'].includes(v)) return PRIVATE_PROXY_RANGES;
+  const list = raw.split(',').map((x) => x.trim()).filter(Boolean);
+  const expected = 'false, true (loopback and private networks) or a comma-separated list of proxy IP addresses and CIDR blocks';
+  for (const entry of list) {
+    const [addr, bits, extra] = entry.split('/');
+    const family = isIP(addr);
+    if (!family || extra !== undefined) throw new ConfigError('EPHEMAIL_TRUST_PROXY', raw, expected);
+    if (bits !== undefined && !(/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128))) throw new ConfigError('EPHEMAIL_TRUST_PROXY', raw, expected);
+  }
+  return Object.freeze(list);
+}
+
+/** The MCP session secret: at least 32 bytes, or none (a random one per process). */
+function sessionSecret(env: Env): string | null {
+  const v = env.EPHEMAIL_SESSION_SECRET?.trim();
+  if (!v) return null;
+  if (Buffer.byteLength(v, 'utf8') < 32) throw new ConfigError('EPHEMAIL_SESSION_SECRET', '(hidden)', 'at least 32 bytes (e.g. openssl rand -hex 32)');
+  return v;
 }
 
 const DOMAIN_RE = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
@@ -100,7 +133,7 @@ export function loadConfig(env: Env = process.env): Config {
     domains: Object.freeze(domains),
     store,
     emailTtlSeconds: int(env, 'EPHEMAIL_EMAIL_TTL_SECONDS', 3600, 1),
-    trustProxy: bool(env, 'EPHEMAIL_TRUST_PROXY', false),
+    trustProxy: trustProxy(env),
     maxMessageBytes: int(env, 'EPHEMAIL_MAX_MESSAGE_BYTES', 31457280, 1024),
     maxInflightBytes: int(env, 'EPHEMAIL_MAX_INFLIGHT_BYTES', 512 * 1024 * 1024, 1024),
     anon: Object.freeze({
@@ -114,7 +147,7 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     keysPerIpPerDay: int(env, 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', 3, 0),
     logLevel,
-    sessionSecret: env.EPHEMAIL_SESSION_SECRET?.trim() || null,
+    sessionSecret: sessionSecret(env),
     maxAttachmentBytes: 5 * 1024 * 1024,
     maxAttachments: 100,
   });

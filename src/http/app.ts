@@ -1,6 +1,7 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
 import { Value, ValueErrorType } from '@sinclair/typebox/value';
 import { Kind, type TSchema } from '@sinclair/typebox';
+import { BlockList, isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
@@ -15,6 +16,26 @@ import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
 export const BODY_LIMIT = 64 * 1024;
 
+/** Fastify's trust function: hop 0 (the direct peer) when it is in the configured ranges, never further. */
+function trustedHop(ranges: false | readonly string[]): false | ((address: string, hop: number) => boolean) {
+  if (!ranges) return false;
+  const list = new BlockList();
+  for (const r of ranges) {
+    const [addr, bits] = r.split('/');
+    const type = isIP(addr) === 6 ? 'ipv6' : 'ipv4';
+    if (bits === undefined) list.addAddress(addr, type);
+    else list.addSubnet(addr, Number(bits), type);
+  }
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i;
+  return (address, hop) => {
+    if (hop !== 0) return false;
+    const v4 = mapped.exec(address)?.[1];
+    if (v4) return list.check(v4, 'ipv4');
+    const family = isIP(address);
+    return family !== 0 && list.check(address, family === 6 ? 'ipv6' : 'ipv4');
+  };
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     endpointList: { method: string; path: string; summary: string }[];
@@ -27,9 +48,10 @@ export type Mount = (app: FastifyInstance, core: Core) => Promise<void> | void;
 export async function buildApp(core: Core, mounts: Mount[] = []): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: core.log as unknown as FastifyBaseLogger,
-    // one trusted hop (the load balancer): the client is the address it appended last, so a client
-    // cannot pick its own bucket by sending an X-Forwarded-For of its own (which `true` would honour)
-    trustProxy: core.config.trustProxy ? (_address: string, hop: number) => hop === 0 : false,
+    // one trusted hop, and only a peer in the configured ranges (the load balancer): the client is
+    // the address that proxy appended last, so a client cannot pick its own bucket by sending an
+    // X-Forwarded-For of its own, nor by connecting directly
+    trustProxy: trustedHop(core.config.trustProxy),
     bodyLimit: BODY_LIMIT,
     requestTimeout: 120_000, // above the 30 s wait
     keepAliveTimeout: 65_000,
@@ -78,6 +100,13 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
       done(Object.assign(new SyntaxError('Request body is not valid JSON'), { statusCode: 400 }), undefined);
     }
   });
+
+  // a trusted proxy must name the client with an IP address: anything else is its misconfiguration
+  if (core.config.trustProxy) {
+    app.addHook('onRequest', (request, _reply, done) => {
+      done(isIP(request.ip) ? undefined : new AppError('invalid_request', 'X-Forwarded-For from the trusted proxy does not end in an IP address'));
+    });
+  }
 
   // any origin, rate-limit headers exposed, preflights answered first (plugins/cors.ts)
   registerCors(app);
