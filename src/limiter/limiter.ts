@@ -35,7 +35,11 @@ export interface Limiter {
 export const MINUTE_MS = 60_000;
 export const DAY_MS = 86_400_000;
 
-/** Builds a LimitResult from the counts after (or without) this request. */
+/**
+ * Builds a LimitResult from the counts after (or without) this request: the one refusal rule, used
+ * by every edge (HTTP, the tool endpoint, the web pages). A used-up day outranks the minute window:
+ * "waiting does not help" must never turn into "retry in 50 s".
+ */
 export function limitResult(limits: Limits, usedMinute: number, usedDay: number, now: number, counted: boolean): LimitResult {
   const resetSeconds = Math.max(1, Math.ceil((MINUTE_MS - (now % MINUTE_MS)) / 1000));
   const daySeconds = Math.max(1, Math.ceil((DAY_MS - (now % DAY_MS)) / 1000));
@@ -46,7 +50,13 @@ export function limitResult(limits: Limits, usedMinute: number, usedDay: number,
     usedMinute: Math.min(usedMinute, limits.perMinute),
     usedDay: Math.min(usedDay, limits.perDay),
   };
+  const dayOver = usedDay > limits.perDay || (usedMinute > limits.perMinute && usedDay >= limits.perDay);
+  if (counted && dayOver) return { ...base, allowed: false, reason: 'quota_exceeded', retryAfterSeconds: daySeconds };
   if (counted && usedMinute > limits.perMinute) return { ...base, allowed: false, reason: 'rate_limited', retryAfterSeconds: resetSeconds };
-  if (counted && usedDay > limits.perDay) return { ...base, allowed: false, reason: 'quota_exceeded', retryAfterSeconds: daySeconds };
   return { ...base, allowed: true, retryAfterSeconds: 0 };
+}
+
+/** The `ratelimit-*` response headers of a result (HTTP and the web pages). */
+export function limitHeaders(r: LimitResult): Record<'ratelimit-limit' | 'ratelimit-remaining' | 'ratelimit-reset', string> {
+  return { 'ratelimit-limit': String(r.limit), 'ratelimit-remaining': String(r.remaining), 'ratelimit-reset': String(r.resetSeconds) };
 }

@@ -119,15 +119,35 @@ describe('tool endpoint daily quota', () => {
   });
 });
 
+describe('tool endpoint: day and minute used up together', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2', EPHEMAIL_LIMIT_ANON_PER_DAY: '2' }, { clock: fixedClock });
+  });
+  after(() => svc.stop());
+
+  test('reports quota_exceeded (waiting a minute would not help), never rate_limited', async () => {
+    const { id } = await init(svc);
+    const call = () => rpc(svc, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'create_inbox', arguments: {} } }, { 'mcp-session-id': id! });
+    for (let i = 0; i < 2; i++) assert.equal((await (await call()).json()).result.isError, undefined);
+    for (let i = 0; i < 2; i++) {
+      const res = await call();
+      const text = (await res.json()).result.content[0].text as string;
+      assert.match(text, /^Error \(quota_exceeded\)/, text);
+      assert.equal(Number(res.headers.get('retry-after')), 12 * 3600 - 20, 'until midnight UTC, not the end of the minute');
+    }
+  });
+});
+
 describe('session ids across nodes', () => {
-  const secret = { EPHEMAIL_SESSION_SECRET: 'shared-secret-for-all-nodes', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2' };
+  const secret = { EPHEMAIL_SESSION_SECRET: 'shared-secret-for-all-nodes-at-least-32-bytes', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2' };
   let a: TestService;
   let b: TestService;
   let c: TestService;
   before(async () => {
     a = await startService(secret, { clock: fixedClock });
     b = await startService(secret, { clock: fixedClock });
-    c = await startService({ ...secret, EPHEMAIL_SESSION_SECRET: 'another-secret' }, { clock: fixedClock });
+    c = await startService({ ...secret, EPHEMAIL_SESSION_SECRET: 'another-secret-also-at-least-32-bytes-long' }, { clock: fixedClock });
   });
   after(async () => {
     await Promise.all([a.stop(), b.stop(), c.stop()]);

@@ -17,7 +17,7 @@ describe('two ephemail nodes on a 3-master Redis Cluster', { skip: SKIP_SERVER, 
 
   before(async () => {
     cluster = await startCluster(3);
-    const env = { EPHEMAIL_STORE: cluster.url, EPHEMAIL_SESSION_SECRET: 'cluster-test', EPHEMAIL_LIMIT_KEY_PER_MINUTE: '20', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000' };
+    const env = { EPHEMAIL_STORE: cluster.url, EPHEMAIL_SESSION_SECRET: 'cluster-test-secret-of-at-least-32-bytes', EPHEMAIL_LIMIT_KEY_PER_MINUTE: '20', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000' };
     [a, b] = await Promise.all([startNode('A', env), startNode('B', env)]);
   });
   after(async () => {

@@ -40,7 +40,7 @@ describe('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency: 1 }
     const u = new URL(TEST_REDIS_URL);
     env = {
       EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`,
-      EPHEMAIL_SESSION_SECRET: 'multinode-test-secret',
+      EPHEMAIL_SESSION_SECRET: 'multinode-test-secret-of-at-least-32-bytes',
       EPHEMAIL_LIMIT_KEY_PER_MINUTE: String(PER_MINUTE),
       EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS: String(WAITS),
       EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '20',

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunc
 import type { Limits } from '../../config.ts';
 import { AppError } from '../../domain/errors.ts';
 import { ipBucket } from '../../domain/limits.ts';
-import { DAY_MS, type LimitResult } from '../../limiter/limiter.ts';
+import { limitHeaders, type LimitResult } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
 import { authenticate } from '../../services/keys.ts';
 import type { KeyRecord } from '../../store/store.ts';
@@ -67,9 +67,7 @@ export function presentedKey(request: FastifyRequest): string | undefined {
 }
 
 export function setLimitHeaders(reply: FastifyReply, r: LimitResult): void {
-  reply.header('ratelimit-limit', String(r.limit));
-  reply.header('ratelimit-remaining', String(r.remaining));
-  reply.header('ratelimit-reset', String(r.resetSeconds));
+  reply.headers(limitHeaders(r));
 }
 
 /**
@@ -104,14 +102,10 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
   };
   const keyCaller = (key: KeyRecord): Caller => ({ kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits });
 
-  const reject = (caller: Caller, result: LimitResult, now: number): AppError => {
-    // A used-up day outranks the minute window: "waiting does not help" must not turn into "retry in 50 s".
-    let reason = result.reason ?? 'rate_limited';
-    let retryAfter = result.retryAfterSeconds;
-    if (reason === 'rate_limited' && result.usedDay >= caller.limits.perDay) {
-      reason = 'quota_exceeded';
-      retryAfter = Math.max(1, Math.ceil((DAY_MS - (now % DAY_MS)) / 1000));
-    }
+  const reject = (caller: Caller, result: LimitResult): AppError => {
+    // which refusal (minute or day) and when to retry: the limiter's one rule (limitResult)
+    const reason = result.reason ?? 'rate_limited';
+    const retryAfter = result.retryAfterSeconds;
     const msg = reason === 'quota_exceeded'
       ? `Daily quota of ${caller.limits.perDay} requests used up; it resets at 00:00 UTC${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has a larger quota' : ''}`
       : `More than ${caller.limits.perMinute} requests this minute; retry in ${retryAfter} s${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has higher limits' : ''}`;
@@ -127,7 +121,7 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
         caller.usage = result;
         request.caller = caller;
         setLimitHeaders(reply, result);
-        done(result.allowed ? undefined : reject(caller, result, now));
+        done(result.allowed ? undefined : reject(caller, result));
       },
       done,
     );
