@@ -85,7 +85,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     limiter,
     clock,
     log,
-    waits: createWaitRegistry(bus),
+    waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits }),
     views: createViewService(store, config, log),
     baseUrl: () => config.publicUrl ?? `http://localhost:${boundHttpPort}`,
     smtpRunning: () => smtpListener?.running ?? false,

@@ -29,6 +29,8 @@ export interface Config {
   anon: Limits;
   key: Limits & { concurrentWaits: number };
   keysPerIpPerDay: number;
+  /** Long-polls one node holds at once, HTTP and MCP together; more get too_many_waiters. */
+  maxHeldWaits: number;
   logLevel: string;
   /** Secret used to sign MCP session ids; random per process unless set (set it when running several nodes). */
   sessionSecret: string | null;
@@ -146,6 +148,7 @@ export function loadConfig(env: Env = process.env): Config {
       concurrentWaits: int(env, 'EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS', 5, 0),
     }),
     keysPerIpPerDay: int(env, 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', 3, 0),
+    maxHeldWaits: int(env, 'EPHEMAIL_MAX_HELD_WAITS', 10_000, 0),
     logLevel,
     sessionSecret: sessionSecret(env),
     maxAttachmentBytes: 5 * 1024 * 1024,

@@ -11,8 +11,13 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BODY_LIMIT } from '../http/app.ts';
 import { ipBucket } from '../domain/limits.ts';
+import type { Limits } from '../config.ts';
 import type { Core } from '../services/core.ts';
-import { createSessionIds } from './session.ts';
+import { createSessionIds, SESSION_LIFETIME_MS } from './session.ts';
+
+/** Every session of one IP together may make this many times the IP's own (anonymous) quota. */
+export const SESSIONS_PER_IP_FACTOR = 5;
+const sessionsCeiling = (l: Limits): Limits => ({ perMinute: l.perMinute * SESSIONS_PER_IP_FACTOR, perDay: l.perDay * SESSIONS_PER_IP_FACTOR });
 
 /** The SDK and the tool definitions, imported once, on first use. */
 async function loadSdk() {
@@ -28,7 +33,7 @@ type Sdk = Awaited<ReturnType<typeof loadSdk>>;
 type Id = string | number | null;
 
 /** JSON-RPC error codes used on this endpoint. */
-export const RPC = { parseError: -32700, invalidRequest: -32600, methodNotFound: -32601, invalidParams: -32602, internal: -32603, server: -32000 } as const;
+export const RPC = { parseError: -32700, invalidRequest: -32600, methodNotFound: -32601, invalidParams: -32602, internal: -32603, server: -32000, sessionExpired: -32001 } as const;
 
 function rpcError(reply: FastifyReply, status: number, code: number, message: string, id: Id = null, data?: unknown): FastifyReply {
   const error: Record<string, unknown> = { code, message };
@@ -129,11 +134,26 @@ export async function registerMcp(app: FastifyInstance, core: Core): Promise<voi
         return rpcError(reply, 400, RPC.server, `Bad Request: unsupported MCP-Protocol-Version ${JSON.stringify(version.slice(0, 40))}; supported: ${PROTOCOL_VERSIONS.join(', ')}`);
       }
 
-      // Who pays: initialize and requests without a valid session id are the IP's; a signed id is its own bucket.
-      const bucket = (initialize ? null : sessions.bucketOf(header(request, 'mcp-session-id'))) ?? ipBucket(request.ip);
-      const isRequest = isJSONRPCRequest(message);
+      // Who pays: initialize and requests without a valid session id are the IP's; a signed id is its
+      // own bucket, and every session of one IP together is capped at SESSIONS_PER_IP_FACTOR times the
+      // IP's quota (so minting sessions cannot multiply it without end).
       const now = core.clock.now();
-      const limit = isRequest ? await core.limiter.hit(bucket, core.config.anon, now) : await core.limiter.peek(bucket, core.config.anon, now);
+      const session = initialize ? null : sessions.check(header(request, 'mcp-session-id'), now);
+      if (session && 'expired' in session) {
+        const id = 'id' in message && (typeof message.id === 'string' || typeof message.id === 'number') ? message.id : null;
+        return rpcError(reply, 404, RPC.sessionExpired, `Session expired: Mcp-Session-Id values are valid for ${SESSION_LIFETIME_MS / 3_600_000} hours; send initialize again for a new one`, id);
+      }
+      const ip = ipBucket(request.ip);
+      let bucket = session?.bucket ?? ip;
+      const isRequest = isJSONRPCRequest(message);
+      let limit = isRequest ? await core.limiter.hit(bucket, core.config.anon, now) : await core.limiter.peek(bucket, core.config.anon, now);
+      if (session && isRequest && limit.allowed) {
+        const all = await core.limiter.hit(`mcp-sessions:${ip}`, sessionsCeiling(core.config.anon), now);
+        if (!all.allowed) {
+          limit = all; // refused by the IP's ceiling: the message names it
+          bucket = `mcp-sessions:${ip}`;
+        }
+      }
       reply.header('ratelimit-limit', String(limit.limit)).header('ratelimit-remaining', String(limit.remaining)).header('ratelimit-reset', String(limit.resetSeconds));
 
       const abort = new AbortController();
@@ -162,7 +182,7 @@ export async function registerMcp(app: FastifyInstance, core: Core): Promise<voi
         };
         if (version !== undefined) headers['mcp-protocol-version'] = version;
         const res = await transport.handleRequest(new Request(`${core.baseUrl()}/mcp`, { method: 'POST', headers }), { parsedBody: message });
-        if (initialize && res.status === 200) reply.header('mcp-session-id', sessions.issue());
+        if (initialize && res.status === 200) reply.header('mcp-session-id', sessions.issue(now));
         reply.code(res.status);
         const type = res.headers.get('content-type');
         if (type) reply.type(type);

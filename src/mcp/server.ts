@@ -110,7 +110,9 @@ export function buildServer(ctx: RequestContext, wireTools: WireTool[]): Server 
 export function limitError(ctx: RequestContext): AppError {
   const r = ctx.limit;
   const limits = ctx.core.config.anon;
-  const who = ctx.bucket.startsWith('mcp:') ? 'this Mcp-Session-Id' : 'this IP (send the Mcp-Session-Id from initialize to get a bucket of your own)';
+  const who = ctx.bucket.startsWith('mcp:') ? 'this Mcp-Session-Id'
+    : ctx.bucket.startsWith('mcp-sessions:') ? 'all sessions of this IP together'
+    : 'this IP (send the Mcp-Session-Id from initialize to get a bucket of your own)';
   return r.reason === 'quota_exceeded'
     ? new AppError('quota_exceeded', `The daily quota of ${limits.perDay} calls for ${who} is used up; it resets at 00:00 UTC`, { retryAfter: r.retryAfterSeconds })
     : new AppError('rate_limited', `More than ${limits.perMinute} calls this minute for ${who}`, { retryAfter: r.retryAfterSeconds });

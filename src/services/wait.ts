@@ -7,6 +7,7 @@
 // its addresses in the same turn of the event loop; with five waits per address that is one store
 // read per address instead of five, and one listener call per delivery instead of five.
 import type { Bus } from '../bus/bus.ts';
+import { AppError } from '../domain/errors.ts';
 
 export interface WaitRegistry {
   /** Resolves every held wait now (shutdown answers them with their empty result). */
@@ -34,7 +35,11 @@ interface Group {
   running: Map<string, Promise<unknown[]>>;
 }
 
-export function createWaitRegistry(bus: Bus): WaitRegistry {
+/** Requests one node holds at once, HTTP `wait` and `check_inbox` together (EPHEMAIL_MAX_HELD_WAITS). */
+export const DEFAULT_MAX_HELD = 10_000;
+
+export function createWaitRegistry(bus: Bus, options: { maxHeld?: number } = {}): WaitRegistry {
+  const maxHeld = options.maxHeld ?? DEFAULT_MAX_HELD;
   const groups = new Map<string, Group>();
   const releasers = new Set<() => void>();
   let closing = false;
@@ -90,6 +95,10 @@ export function createWaitRegistry(bus: Bus): WaitRegistry {
       try {
         let result = await query();
         if (result.length > 0) return { result, waited: false };
+        if (releasers.size >= maxHeld) {
+          // one node holds at most this many, whoever asks: keys and sessions cannot add up past it
+          throw new AppError('too_many_waiters', `The service already holds its maximum of ${maxHeld} waiting requests; retry shortly, or read without waiting`, { retryAfter: 1 });
+        }
         const deadline = Date.now() + ms;
         let done = false;
         const finish = () => {

@@ -18,23 +18,82 @@ const init = async (svc: TestService) => {
 const list = (svc: TestService, session?: string) => rpc(svc, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, session === undefined ? {} : { 'mcp-session-id': session });
 
 describe('session ids (unit)', () => {
+  const t = 1_800_000_000_000;
   test('issued ids verify with the same secret only; tampered and malformed ids do not', () => {
     const a = createSessionIds('secret-one');
     const b = createSessionIds('secret-one');
     const c = createSessionIds('secret-two');
-    const id = a.issue();
-    assert.match(id, /^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{22}$/);
-    assert.equal(a.bucketOf(id), `mcp:${id.split('.')[0]}`);
-    assert.equal(b.bucketOf(id), a.bucketOf(id), 'another node with the same EPHEMAIL_SESSION_SECRET accepts it');
-    assert.equal(c.bucketOf(id), null);
-    const [nonce, sig] = id.split('.');
+    const id = a.issue(t);
+    assert.match(id, /^[A-Za-z0-9_-]{22}\.[0-9a-z]+\.[A-Za-z0-9_-]{22}$/);
+    assert.deepEqual(a.check(id, t), { bucket: `mcp:${id.split('.')[0]}` });
+    assert.deepEqual(b.check(id, t), a.check(id, t), 'another node with the same EPHEMAIL_SESSION_SECRET accepts it');
+    assert.equal(c.check(id, t), null);
+    const [nonce, issued, sig] = id.split('.');
     const flip = (s: string) => (s[0] === 'A' ? 'B' : 'A') + s.slice(1);
-    assert.equal(a.bucketOf(`${flip(nonce)}.${sig}`), null, 'new nonce, old signature');
-    assert.equal(a.bucketOf(`${nonce}.${flip(sig)}`), null, 'tampered signature');
-    for (const bad of [undefined, '', 'abc', crypto.randomUUID(), `${nonce}.${sig}.x`, `${nonce}${sig}`]) assert.equal(a.bucketOf(bad), null, String(bad));
+    assert.equal(a.check(`${flip(nonce)}.${issued}.${sig}`, t), null, 'new nonce, old signature');
+    assert.equal(a.check(`${nonce}.${issued}.${flip(sig)}`, t), null, 'tampered signature');
+    assert.equal(a.check(`${nonce}.${(parseInt(issued, 36) + 3600).toString(36)}.${sig}`, t), null, 'a later issue time is not signed');
+    for (const bad of [undefined, '', 'abc', crypto.randomUUID(), `${id}.x`, `${nonce}.${sig}`, `${nonce}${sig}`]) assert.equal(a.check(bad, t), null, String(bad));
     const random = createSessionIds(null);
-    assert.equal(random.bucketOf(random.issue())?.startsWith('mcp:'), true);
-    assert.equal(createSessionIds(null).bucketOf(random.issue()), null, 'a random per-process secret is not shared');
+    assert.equal((random.check(random.issue(t), t) as { bucket: string }).bucket.startsWith('mcp:'), true);
+    assert.equal(createSessionIds(null).check(random.issue(t), t), null, 'a random per-process secret is not shared');
+  });
+
+  test('an id expires 24 hours after it was issued', () => {
+    const a = createSessionIds('secret-one');
+    const id = a.issue(t);
+    assert.ok(a.check(id, t + 24 * 3600_000 - 2000) && 'bucket' in a.check(id, t + 24 * 3600_000 - 2000)!);
+    assert.deepEqual(a.check(id, t + 24 * 3600_000), { expired: true });
+  });
+});
+
+describe('sessions expire and cannot multiply the IP quota', () => {
+  let now = T;
+  const clock = { now: () => now };
+  let svc: TestService;
+  before(async () => {
+    svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000' }, { clock });
+  });
+  after(() => svc.stop());
+
+  test('an expired session id gets 404 and a JSON-RPC error that says to initialize again', async () => {
+    now = T;
+    const { id } = await init(svc);
+    assert.equal((await list(svc, id!)).status, 200);
+    now = T + 24 * 3600_000 + 1000;
+    const res = await list(svc, id!);
+    assert.equal(res.status, 404);
+    const body = await res.json();
+    assert.equal(body.id, 9);
+    assert.equal(body.error.code, -32001);
+    assert.match(body.error.message, /initialize again/);
+    now = T;
+  });
+
+  test('all sessions of one IP together are capped at 5 times the IP quota', async () => {
+    // initialize is paid by the IP (2 a minute), but sessions live a day: mint 8 over 4 minutes
+    now = T + 2 * 3600_000;
+    const ids: string[] = [];
+    for (let m = 0; m < 4; m++) {
+      now += 60_000;
+      for (let i = 0; i < 2; i++) ids.push((await init(svc)).id!);
+    }
+    assert.equal(ids.filter(Boolean).length, 8);
+    // then use them all in one minute: each may make 2 calls, all of them together 5 × 2
+    now += 60_000;
+    let served = 0;
+    const refusals: string[] = [];
+    for (const id of ids) {
+      for (let i = 0; i < 2; i++) {
+        const res = await list(svc, id);
+        if (res.status === 200) served++;
+        else refusals.push((await res.json()).error.message);
+      }
+    }
+    assert.equal(served, 10, 'the ceiling: 5 times the IP quota of 2 a minute');
+    assert.equal(refusals.length, 6);
+    assert.match(refusals[0], /all sessions of this IP together/);
+    now = T;
   });
 });
 

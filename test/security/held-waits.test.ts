@@ -1,0 +1,46 @@
+// A global cap on held waits (docs/security.md): keys and MCP sessions cannot add up past what one
+// node holds, HTTP `wait` and MCP `check_inbox` together.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { connectClient } from '../mcp/helpers.ts';
+import { startService, type TestService } from '../helpers/service.ts';
+
+let svc: TestService;
+before(async () => {
+  svc = await startService({ EPHEMAIL_MAX_HELD_WAITS: '2' });
+});
+after(() => svc.stop());
+
+test('past EPHEMAIL_MAX_HELD_WAITS a wait gets 429 too_many_waiters over HTTP and isError over MCP; a freed slot is usable again', async () => {
+  const mint = async () => (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key as string;
+  const keys = [await mint(), await mint(), await mint()];
+  const wait = (key: string, address: string, signal?: AbortSignal) =>
+    svc.api(`/api/v1/inboxes/${address}/emails?wait=20`, { headers: { authorization: `Bearer ${key}` }, signal });
+  const aborts = [new AbortController(), new AbortController()];
+  const held = [wait(keys[0], 'h1@ephemail.test', aborts[0].signal).catch(() => null), wait(keys[1], 'h2@ephemail.test', aborts[1].signal).catch(() => null)];
+  for (let i = 0; i < 50 && svc.service.core.waits.held < 2; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(svc.service.core.waits.held, 2);
+
+  const third = await wait(keys[2], 'h3@ephemail.test');
+  assert.equal(third.status, 429);
+  const body = await third.json();
+  assert.equal(body.error.type, 'too_many_waiters');
+  assert.equal(third.headers.get('retry-after'), '1');
+
+  const { client } = await connectClient(svc);
+  try {
+    const r = await client.callTool({ name: 'check_inbox', arguments: { address: 'h4@ephemail.test', wait_seconds: 10 } });
+    assert.equal(r.isError, true);
+    assert.match((r.content as { text: string }[])[0].text, /too_many_waiters/);
+  } finally {
+    await client.close();
+  }
+
+  aborts[0].abort();
+  await held[0];
+  for (let i = 0; i < 50 && svc.service.core.waits.held > 1; i++) await new Promise((r) => setTimeout(r, 20));
+  const again = await svc.api('/api/v1/inboxes/h5@ephemail.test/emails?wait=1', { headers: { authorization: `Bearer ${keys[2]}` } });
+  assert.equal(again.status, 200, 'a freed slot is used again');
+  aborts[1].abort();
+  await held[1];
+});
