@@ -1,5 +1,5 @@
 // The HTML of the pages: a shared layout and one function per page. Every value that came from
-// mail or from the URL goes through esc(); the pages carry no inline script or style (PAGE_CSP).
+// mail or from the URL goes through esc(); the pages carry no inline script or style (pageCsp).
 import type { EmailFull } from '../domain/message.ts';
 
 export const esc = (s: unknown): string => String(s ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);

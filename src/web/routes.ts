@@ -139,7 +139,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     const remote = request.query.images === '1';
     try {
       const email = await getEmail(core, request.params.id ?? '');
-      return frameHeaders(reply, remote).type('text/html; charset=utf-8').send(frameDocument(email));
+      return frameHeaders(reply, remote, email.id).type('text/html; charset=utf-8').send(frameDocument(email));
     } catch (err) {
       if (!(err instanceof AppError) || err.type !== 'not_found') throw err;
       return frameHeaders(reply, false).code(404).type('text/plain; charset=utf-8').send('This email is gone.');

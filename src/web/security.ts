@@ -3,30 +3,37 @@
 import type { FastifyReply } from 'fastify';
 import type { Limits } from '../config.ts';
 
-/** The pages: our script and stylesheet only, API calls to our origin, frames only from our origin. */
-export const PAGE_CSP = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data:",
-  "connect-src 'self'",
-  "frame-src 'self'",
-  "form-action 'self'",
-  "base-uri 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
+/**
+ * The pages: script and stylesheet only from our asset path (never from the rest of our origin,
+ * where attachments are served: a future injection could not load one as script), API calls to our
+ * origin, frames only from our frame path. `origin` is the one the browser used (scheme and Host).
+ */
+export function pageCsp(origin: string): string {
+  return [
+    "default-src 'none'",
+    `script-src ${origin}/web/assets/`,
+    `style-src ${origin}/web/assets/`,
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    `frame-src ${origin}/web/frames/`,
+    "form-action 'self'",
+    "base-uri 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+}
 
 /**
  * The email frame. `sandbox` in the header makes the document an opaque origin with no script
  * even when opened outside the iframe; `default-src 'none'` blocks every fetch (fonts, styles,
- * frames, media, prefetch); images come only from our cid route and data: URLs, plus http(s)
- * once the reader asks for remote images.
+ * frames, media, prefetch); images come only from this email's own cid route and data: URLs (never
+ * from the rest of our origin: `<img src="/api/v1/…">` would spend the reader's quota), plus http(s)
+ * once the reader asks for remote images (the API then refuses image loads itself: Sec-Fetch-Dest).
  */
-export function frameCsp(remoteImages: boolean): string {
+export function frameCsp(remoteImages: boolean, cidPath = ''): string {
   return [
     "default-src 'none'",
     "style-src 'unsafe-inline'",
-    `img-src 'self' data:${remoteImages ? ' http: https:' : ''}`,
+    `img-src ${cidPath ? `${cidPath} ` : ''}data:${remoteImages ? ' http: https:' : ''}`,
     "form-action 'none'",
     "base-uri 'none'",
     "frame-ancestors 'self'",
@@ -34,9 +41,12 @@ export function frameCsp(remoteImages: boolean): string {
   ].join('; ');
 }
 
+/** The origin the browser used for this request. */
+export const originOf = (reply: FastifyReply) => `${reply.request.protocol}://${reply.request.host}`;
+
 export function pageHeaders(reply: FastifyReply): FastifyReply {
   return reply
-    .header('content-security-policy', PAGE_CSP)
+    .header('content-security-policy', pageCsp(originOf(reply)))
     .header('x-content-type-options', 'nosniff')
     .header('x-frame-options', 'DENY')
     .header('referrer-policy', 'no-referrer')
@@ -44,9 +54,10 @@ export function pageHeaders(reply: FastifyReply): FastifyReply {
     .header('permissions-policy', 'camera=(), microphone=(), geolocation=(), payment=(), usb=()');
 }
 
-export function frameHeaders(reply: FastifyReply, remoteImages: boolean): FastifyReply {
+export function frameHeaders(reply: FastifyReply, remoteImages: boolean, emailId = ''): FastifyReply {
+  const cidPath = emailId ? `${originOf(reply)}/web/frames/${encodeURIComponent(emailId)}/cid/` : '';
   return reply
-    .header('content-security-policy', frameCsp(remoteImages))
+    .header('content-security-policy', frameCsp(remoteImages, cidPath))
     .header('x-content-type-options', 'nosniff')
     .header('referrer-policy', 'no-referrer')
     .header('x-dns-prefetch-control', 'off')

@@ -245,16 +245,24 @@ test('the same email stored raw, past the sanitizer: the frame alone keeps it in
 
 test('headers: pages and frames carry their CSP; downloads never render', async () => {
   const page = await svc.api('/');
-  assert.match(page.headers.get('content-security-policy')!, /^default-src 'none'; script-src 'self'; style-src 'self';.*frame-ancestors 'none'/);
+  const origin = svc.http;
+  assert.equal(page.headers.get('content-security-policy'), `default-src 'none'; script-src ${origin}/web/assets/; style-src ${origin}/web/assets/; img-src 'self' data:; connect-src 'self'; frame-src ${origin}/web/frames/; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`, 'script only from the asset path, never an attachment URL');
   assert.equal(page.headers.get('x-frame-options'), 'DENY');
   assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
   const list = await (await svc.api('/api/v1/inboxes/victim@ephemail.test/emails')).json();
   const id = list.data[0].id;
   const frame = await svc.api(`/web/frames/${id}`);
-  assert.equal(frame.headers.get('content-security-policy'), "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox allow-popups allow-popups-to-escape-sandbox");
+  assert.equal(frame.headers.get('content-security-policy'), `default-src 'none'; style-src 'unsafe-inline'; img-src ${svc.http}/web/frames/${id}/cid/ data:; form-action 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox allow-popups allow-popups-to-escape-sandbox`, 'images only from this email\'s own cid route: never the API');
   assert.equal(frame.headers.get('referrer-policy'), 'no-referrer');
   const withImages = await svc.api(`/web/frames/${id}?images=1`);
-  assert.match(withImages.headers.get('content-security-policy')!, /img-src 'self' data: http: https:;/);
+  assert.match(withImages.headers.get('content-security-policy')!, /img-src \S+\/cid\/ data: http: https:;/);
+  // with remote images allowed, http: covers our own origin too: the API refuses image loads itself, uncounted
+  const before = Number((await svc.api('/api/v1/domains')).headers.get('ratelimit-remaining'));
+  const asImage = await svc.api('/api/v1/domains?1', { headers: { 'sec-fetch-dest': 'image', 'sec-fetch-site': 'same-origin' } });
+  assert.equal(asImage.status, 400);
+  assert.equal((await asImage.json()).error.type, 'invalid_request');
+  const after = Number((await svc.api('/api/v1/domains')).headers.get('ratelimit-remaining'));
+  assert.equal(after, before - 1, 'the refused image load was not counted');
   const email = await (await svc.api(`/api/v1/emails/${id}`)).json();
   const svg = email.data.attachments.find((a: any) => a.filename === 'evil.svg');
   // the cid route serves raster images only: an SVG attachment is never an inline image

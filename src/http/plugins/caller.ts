@@ -138,6 +138,12 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
 
   app.addHook('onRequest', (request, reply, done) => {
     if (!isApiRequest(request)) return done();
+    // A browser loading the API as an image, style, frame… (an email's <img src="/api/v1/…">) is not
+    // a client: refused before it is counted, so no email can spend its reader's quota.
+    const dest = request.headers['sec-fetch-dest'];
+    if (typeof dest === 'string' && dest !== '' && dest !== 'empty' && dest !== 'document') {
+      return done(new AppError('invalid_request', `The API answers scripts and navigations, not ${dest.slice(0, 20)} loads (Sec-Fetch-Dest)`));
+    }
     let raw: string | undefined;
     try {
       raw = presentedKey(request);
