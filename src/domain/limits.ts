@@ -6,12 +6,71 @@ import { isIPv6 } from 'node:net';
  * by /64 (one subscriber usually holds a whole /64).
  */
 export function ipBucket(ip: string): string {
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
-  if (mapped) return `ip:${mapped[1]}`;
-  if (!isIPv6(ip)) return `ip:${ip}`;
+  return ipBuckets(ip)[0];
+}
+
+/** The eight 16-bit groups of an IPv6 address, as 4-digit lowercase hex. */
+function groupsOf(ip: string): string[] {
   const [head, tail = ''] = ip.toLowerCase().split('%')[0].split('::');
   const h = head ? head.split(':') : [];
   const t = tail ? tail.split(':') : [];
   const groups = ip.includes('::') ? [...h, ...Array(8 - h.length - t.length).fill('0'), ...t] : h;
-  return `ip6:${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '')).join(':')}::/64`;
+  return groups.map((g) => g.padStart(4, '0'));
+}
+
+const short = (g: string) => g.replace(/^0+(?=.)/, '');
+
+/**
+ * The buckets a client counts in, narrowest first: an IPv4 address alone; an IPv6 address's /64
+ * (its own), then its /56 and /48 (what one subscriber or one site may hold: a /56 holds 256 /64s,
+ * so per-/64 caps alone would let one site take every slot).
+ */
+export function ipBuckets(ip: string): string[] {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  if (mapped) return [`ip:${mapped[1]}`];
+  if (!isIPv6(ip)) return [`ip:${ip}`];
+  const g = groupsOf(ip);
+  return [
+    `ip6:${g.slice(0, 4).map(short).join(':')}::/64`,
+    `ip6:${g.slice(0, 3).map(short).join(':')}:${short(`${g[3].slice(0, 2)}00`)}::/56`,
+    `ip6:${g.slice(0, 3).map(short).join(':')}::/48`,
+  ];
+}
+
+/** Caps of things held at once (connections, streams) per client, at each width of ipBuckets(). */
+export interface HoldCaps {
+  /** An IPv4 address, or an IPv6 /64. */
+  perAddress: number;
+  per56: number;
+  per48: number;
+}
+
+/**
+ * Counts what each client holds at once against HoldCaps: take() returns a release function, or
+ * null when any of the client's buckets is full. Pure bookkeeping, no I/O.
+ */
+export function createHoldCounter(caps: HoldCaps) {
+  const held = new Map<string, number>();
+  const capOf = (i: number) => (i === 0 ? caps.perAddress : i === 1 ? caps.per56 : caps.per48);
+  return {
+    take(ip: string): (() => void) | null {
+      const buckets = ipBuckets(ip);
+      if (buckets.some((b, i) => (held.get(b) ?? 0) >= capOf(i))) return null;
+      for (const b of buckets) held.set(b, (held.get(b) ?? 0) + 1);
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        for (const b of buckets) {
+          const n = (held.get(b) ?? 1) - 1;
+          if (n <= 0) held.delete(b);
+          else held.set(b, n);
+        }
+      };
+    },
+    /** Buckets holding anything (tests, metrics). */
+    get size() {
+      return held.size;
+    },
+  };
 }

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
-import { ipBucket } from '../domain/limits.ts';
+import { createHoldCounter } from '../domain/limits.ts';
 import { StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { ingest } from '../services/ingest.ts';
@@ -19,6 +19,9 @@ export interface SmtpLimits {
   maxClients: number;
   /** Connections open at once from one client (IPv4 address or IPv6 /64); the next one gets 421. */
   maxPerIp: number;
+  /** Connections open at once from one IPv6 /56, and from one /48 (one site holds many /64s). */
+  maxPer56: number;
+  maxPer48: number;
   /** Whole-session deadline: a 421 closes the connection however busy the client keeps it. */
   sessionMs: number;
   /** Idle timeout while the client owes input (smtp-server socketTimeout); 421 after it. */
@@ -27,7 +30,9 @@ export interface SmtpLimits {
 
 export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
   maxClients: 1000,
-  maxPerIp: 50,
+  maxPerIp: 20,
+  maxPer56: 40,
+  maxPer48: 80,
   sessionMs: 10 * 60_000,
   idleMs: 60_000,
 });
@@ -43,7 +48,7 @@ interface ConnectionView {
   _closing?: boolean;
   _closed?: boolean;
 }
-type Tracked = SMTPServerSession & { counted?: string; deadline?: NodeJS.Timeout };
+type Tracked = SMTPServerSession & { release?: () => void; deadline?: NodeJS.Timeout };
 
 // smtp-server picks an enhanced status code from the reply code alone (550 → 5.1.1), but our replies
 // need specific ones (550 5.1.2 for an unknown domain). A reply whose text starts with its own
@@ -84,7 +89,7 @@ export interface SmtpListener {
 export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}): SmtpListener {
   const { config } = core;
   const limits: SmtpLimits = { ...DEFAULT_SMTP_LIMITS, ...overrides };
-  const perIp = new Map<string, number>();
+  const perClient = createHoldCounter({ perAddress: limits.maxPerIp, per56: limits.maxPer56, per48: limits.maxPer48 });
   let inflightBytes = 0;
   let running = false;
   // MIME parsing runs on worker threads (started on the first message); SQLite stays on this one
@@ -138,24 +143,18 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     logger: false,
 
     onConnect(session, callback) {
-      const ip = ipBucket(session.remoteAddress);
-      const n = (perIp.get(ip) ?? 0) + 1;
-      if (n > limits.maxPerIp) return callback(smtpError(421, `4.7.0 More than ${limits.maxPerIp} connections from your address, try again later`));
-      perIp.set(ip, n);
+      const release = perClient.take(session.remoteAddress);
+      if (!release) return callback(smtpError(421, '4.7.0 Too many connections from your address or network, try again later'));
       const tracked = session as Tracked;
-      tracked.counted = ip;
+      tracked.release = release;
       armDeadline(tracked, limits.sessionMs);
       callback();
     },
     onClose(session) {
       const tracked = session as Tracked;
       if (tracked.deadline) clearTimeout(tracked.deadline);
-      const ip = tracked.counted;
-      if (!ip) return;
-      tracked.counted = undefined;
-      const n = (perIp.get(ip) ?? 1) - 1;
-      if (n <= 0) perIp.delete(ip);
-      else perIp.set(ip, n);
+      tracked.release?.();
+      tracked.release = undefined;
     },
     onMailFrom(address, _session, callback) {
       if (/[\r\n\u0000]/.test(address.address)) return callback(smtpError(501, '5.1.7 Bad sender address syntax'));

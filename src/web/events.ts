@@ -7,16 +7,19 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { toWireSummary } from '../http/schemas/wire.ts';
 import type { Core } from '../services/core.ts';
 import type { EmailSummary } from '../store/store.ts';
-import { STREAMS_PER_IP, STREAMS_TOTAL } from './security.ts';
+import { createHoldCounter } from '../domain/limits.ts';
+import { STREAM_CAPS, STREAMS_TOTAL } from './security.ts';
 
 export const STREAM_LIFETIME_MS = 5 * 60_000;
+/** Unsent bytes a stream may pile up before it is dropped. */
+export const STREAM_MAX_BUFFERED_BYTES = 1024 * 1024;
 export const HEARTBEAT_MS = 15_000;
 const RETRY_MS = 500;
 const SNAPSHOT_LIMIT = 100;
 
 export interface StreamHub {
   /** Opens a stream for `address` (normalised); false when the caps say no (the caller answers 429). */
-  open(core: Core, request: FastifyRequest, reply: FastifyReply, address: string, bucket: string): boolean;
+  open(core: Core, request: FastifyRequest, reply: FastifyReply, address: string, ip: string): boolean;
   /** Ends every stream (shutdown). */
   closeAll(): void;
   readonly size: number;
@@ -25,7 +28,7 @@ export interface StreamHub {
 export function createStreamHub(options: { lifetimeMs?: number; heartbeatMs?: number } = {}): StreamHub {
   const lifetimeMs = options.lifetimeMs ?? STREAM_LIFETIME_MS;
   const heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
-  const perBucket = new Map<string, number>();
+  const perClient = createHoldCounter(STREAM_CAPS);
   const closers = new Set<() => void>();
 
   return {
@@ -35,10 +38,10 @@ export function createStreamHub(options: { lifetimeMs?: number; heartbeatMs?: nu
     closeAll() {
       for (const close of [...closers]) close();
     },
-    open(core, request, reply, address, bucket) {
-      const held = perBucket.get(bucket) ?? 0;
-      if (held >= STREAMS_PER_IP || closers.size >= STREAMS_TOTAL) return false;
-      perBucket.set(bucket, held + 1);
+    open(core, request, reply, address, ip) {
+      if (closers.size >= STREAMS_TOTAL) return false;
+      const release = perClient.take(ip);
+      if (!release) return false;
 
       const res = reply.raw;
       reply.hijack();
@@ -58,6 +61,7 @@ export function createStreamHub(options: { lifetimeMs?: number; heartbeatMs?: nu
       const send = (event: string, data: unknown, id?: string) => {
         if (closed) return;
         res.write(`${id ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+        if (res.writableLength > STREAM_MAX_BUFFERED_BYTES) close(); // a reader that does not read: dropped (the page reconnects)
       };
 
       const pull = async () => {
@@ -97,9 +101,7 @@ export function createStreamHub(options: { lifetimeMs?: number; heartbeatMs?: nu
         clearInterval(heartbeat);
         clearTimeout(lifetime);
         closers.delete(close);
-        const n = (perBucket.get(bucket) ?? 1) - 1;
-        if (n <= 0) perBucket.delete(bucket);
-        else perBucket.set(bucket, n);
+        release();
         res.end();
       };
       closers.add(close);

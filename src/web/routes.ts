@@ -128,7 +128,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     }
     if (request.method === 'HEAD') return reply.type('text/event-stream').header('cache-control', 'no-store').send();
     if (!(await admit(request, reply, 'other'))) return reply;
-    if (!hub.open(core, request, reply, address, ipBucket(request.ip))) {
+    if (!hub.open(core, request, reply, address, request.ip)) {
       return reply.code(429).header('retry-after', '10').type('text/plain; charset=utf-8').send('Too many open inbox pages from your network');
     }
     return reply;

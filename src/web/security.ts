@@ -72,6 +72,7 @@ export function frameHeaders(reply: FastifyReply, remoteImages: boolean, emailId
  */
 export const WEB_LIMITS: Limits = { perMinute: 300, perDay: 20_000 };
 
-/** Event streams held at once per IP bucket, and in the whole process. */
-export const STREAMS_PER_IP = 20;
+/** Event streams held at once per client (IPv4 address or IPv6 /64), per IPv6 /56 and /48, and in the whole process. */
+export const STREAM_CAPS = Object.freeze({ perAddress: 10, per56: 20, per48: 40 });
+export const STREAMS_PER_IP = STREAM_CAPS.perAddress;
 export const STREAMS_TOTAL = 5_000;

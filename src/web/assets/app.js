@@ -213,8 +213,26 @@
       live.classList.toggle('on', ok);
       statusText.textContent = text;
     }
+    // Without the live stream (refused: too many pages open from this network, or failing), the
+    // list still shows: read once from the API, again on each retry.
+    let live_ = false;
+    async function fallbackList() {
+      if (live_) return;
+      try {
+        const res = await fetch('/api/v1/inboxes/' + encodeURIComponent(address) + '/emails?limit=100');
+        if (!res.ok || live_) return;
+        const items = (await res.json()).data;
+        add(items.slice().reverse(), false);
+        setStatus(false, 'Not live right now (too many open pages from your network?): the list is refreshed every few seconds');
+      } catch {
+        // offline: the next retry tries again
+      }
+    }
     function connect() {
       source = new EventSource('/web/events/' + encodeURIComponent(address));
+      source.addEventListener('open', () => {
+        live_ = true;
+      });
       source.addEventListener('snapshot', (ev) => {
         const snap = JSON.parse(ev.data);
         clockOffset = Date.parse(snap.now) - Date.now();
@@ -239,6 +257,8 @@
         if (source.readyState === EventSource.CLOSED) {
           // refused (429) or failed: try again with backoff; EventSource only retries on its own after a clean close
           source.close();
+          live_ = false;
+          void fallbackList();
           retry = Math.min(retry + 1, 6);
           setTimeout(connect, 1000 * 2 ** retry);
         }
