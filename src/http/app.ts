@@ -55,6 +55,9 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     bodyLimit: BODY_LIMIT,
     requestTimeout: 120_000, // above the 30 s wait
     keepAliveTimeout: 65_000,
+    // a socket that sends and receives nothing for this long is closed (slowloris; held waits are
+    // at most 30 s, event streams send a heartbeat every 15 s)
+    connectionTimeout: 130_000,
     return503OnClosing: false,
     logController: new LogController({ disableRequestLogging: true }), // per-request lines cost throughput; errors are still logged
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
@@ -80,6 +83,8 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     },
   });
 
+  // the request line and headers must arrive within 30 s (Node's default is 60 s)
+  app.server.headersTimeout = 30_000;
   app.decorate('endpointList', [] as FastifyInstance['endpointList']);
   app.addHook('onRoute', (route) => {
     if (!route.url.startsWith('/api/v1') || route.method === 'HEAD' || route.schema?.hide) return;
