@@ -2,6 +2,8 @@
 // received; everything a reader sees beyond the summary row is a derived view of those bytes,
 // computed once per message (off the event loop, within a budget) and kept beside it.
 import type { EmailSummary } from '../store/store.ts';
+import type { CodeCandidate } from './extract/codes.ts';
+import type { EmailLink } from './extract/links.ts';
 
 export interface HeaderField {
   name: string;
@@ -41,6 +43,10 @@ export interface MessageViews {
   attachmentsDropped: number;
   /** read_email's body (spec: read_email body rules), cut at 10,000 characters. */
   agentBody: { body: string; truncated: boolean };
+  /** Verification codes, best first (docs/extraction.md). */
+  codes: CodeCandidate[];
+  /** Links, the main action first (docs/extraction.md). */
+  links: EmailLink[];
   outcome: DerivationOutcome;
 }
 

@@ -7,11 +7,13 @@ import type { Attachment as PmAttachment, Email as PmEmail } from 'postal-mime';
 import { sanitizeEmailHtml } from '../domain/html.ts';
 import type { AttachmentMeta, MessageViews } from '../domain/message.ts';
 import { cutOversizedParts, REMOVED_MARK, simpleLeaves } from '../domain/mime-cut.ts';
-import { BODY_MAX_CHARS, renderBody } from '../mcp/body.ts';
+import { extractCodes } from '../domain/extract/codes.ts';
+import { extractLinks } from '../domain/extract/links.ts';
+import { BODY_MAX_CHARS, htmlBodyToText, renderBody } from '../mcp/body.ts';
 import { cut, normaliseNewlines } from '../mcp/untrusted.ts';
 
 /** Bumped whenever deriveViews() changes what it produces: stored views of older versions are derived again. */
-export const VIEWS_VERSION = 1;
+export const VIEWS_VERSION = 2;
 
 export interface ParseLimits {
   maxAttachmentBytes: number;
@@ -194,6 +196,9 @@ function viewsOf(email: PmEmail, limits: ParseLimits, options: DeriveOptions): D
   // without the HTML (its budget ran out), an HTML-only message keeps its words: tags dropped, linearly
   const textBody = stripNul(email.text) ?? (!options.html && email.html ? roughText(email.html) : null);
   const msgId = headerValue(email, 'message-id');
+  const agent = renderBody(textBody, htmlBody);
+  const htmlText = htmlBody === null ? null : agent.source === 'html' ? agent.body : htmlBodyToText(htmlBody);
+  const subject = oneLine(email.subject ?? '');
   const views: MessageViews = {
     version: VIEWS_VERSION,
     to: headerValue(email, 'to'),
@@ -204,7 +209,9 @@ function viewsOf(email: PmEmail, limits: ParseLimits, options: DeriveOptions): D
     htmlBody,
     attachments,
     attachmentsDropped: dropped,
-    agentBody: (({ body, truncated }) => ({ body, truncated }))(renderBody(textBody, htmlBody)),
+    agentBody: { body: agent.body, truncated: agent.truncated },
+    codes: extractCodes({ subject, text: textBody, htmlText }),
+    links: extractLinks({ html: htmlBody, text: textBody, listUnsubscribe: headerValue(email, 'list-unsubscribe') || null }),
     outcome: options.html || email.html == null ? 'ok' : 'html_over_budget',
   };
   return { views, parts };
@@ -246,7 +253,7 @@ export function minimalViews(raw: Uint8Array): DerivedMessage {
   return {
     views: {
       version: VIEWS_VERSION, to: '', cc: '', messageId: null, headers: [], textBody: text, htmlBody: null, attachments: [], attachmentsDropped: 0,
-      agentBody: { body: agent, truncated: agent.length < text.length }, outcome: 'parse_over_budget',
+      agentBody: { body: agent, truncated: agent.length < text.length }, codes: [], links: [], outcome: 'parse_over_budget',
     },
     parts: [],
   };
@@ -273,6 +280,8 @@ export async function fallbackViews(raw: Uint8Array, outcome: MessageViews['outc
     attachments: [],
     attachmentsDropped: 0,
     agentBody: (({ body: b, truncated }) => ({ body: b, truncated }))(renderBody(text, null)),
+    codes: extractCodes({ subject: email ? oneLine(email.subject ?? '') : '', text, htmlText: null }),
+    links: extractLinks({ html: null, text, listUnsubscribe: (email && headerValue(email, 'list-unsubscribe')) || null }),
     outcome,
   };
   return { views, parts: [] };

@@ -208,7 +208,7 @@ test('the same email stored raw, past the sanitizer: the frame alone keeps it in
   // views written directly, as if the derivation had let the markup through
   const views: MessageViews = {
     version: VIEWS_VERSION, to: address, cc: '', messageId: null, headers: [{ name: 'Subject', value: 'Unsanitized body' }],
-    textBody: null, htmlBody: hostileHtml(rec.url), attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, outcome: 'ok',
+    textBody: null, htmlBody: hostileHtml(rec.url), attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, codes: [], links: [], outcome: 'ok',
   };
   await store.putViews((await store.getEmail(stored.id, now))!.messageKey, JSON.stringify(views), []);
   const w = await open();

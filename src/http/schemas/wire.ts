@@ -57,6 +57,24 @@ export const AttachmentSchema = Type.Object(
   { $id: 'Attachment', title: 'Attachment' },
 );
 
+export const CodeSchema = Type.Object(
+  {
+    value: Type.String({ description: 'Exactly what a user types: digit grouping removed ("559 120" → "559120"); alphanumeric codes as shown', examples: ['559120'] }),
+    context: Type.String({ description: 'A short snippet around the code' }),
+  },
+  { $id: 'Code', title: 'Code' },
+);
+
+export const LinkSchema = Type.Object(
+  {
+    url: Type.String({ description: 'The href as written (entities decoded)' }),
+    text: Type.String({ description: 'The link text (or image alt text), on one line' }),
+    kind: Type.Union(['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other'].map((k) => Type.Literal(k)), { description: 'What the link is for' }),
+    destination: Nullable(Type.String(), 'The real target when a click-tracking redirect carries it in its own URL (AWS SES awstrack.me, ?url=, ?redirect=, ?u=); null otherwise'),
+  },
+  { $id: 'Link', title: 'Link' },
+);
+
 export const HeaderSchema = Type.Object({ name: Type.String(), value: Type.String() }, { $id: 'Header', title: 'Header' });
 
 export const EmailFullSchema = Type.Object(
@@ -71,6 +89,8 @@ export const EmailFullSchema = Type.Object(
     attachments: Type.Array(Type.Ref(AttachmentSchema)),
     attachments_dropped: Type.Integer({ minimum: 0, description: 'Attachments not kept: over 5 MB decoded, or past the 100th. Additive.' }),
     raw_url: Type.String({ description: 'Address of the message as received (`GET /api/v1/emails/{id}/raw`, an .eml download). Additive.' }),
+    codes: Type.Array(Type.Ref(CodeSchema), { description: 'Verification codes found in the subject, text and HTML, best first; [] when none (docs/extraction.md). Additive.' }),
+    links: Type.Array(Type.Ref(LinkSchema), { description: 'Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive.' }),
   },
   { $id: 'Email', title: 'Email' },
 );
@@ -131,7 +151,7 @@ export const ErrorSchema = Type.Object(
   { $id: 'Error', title: 'Error' },
 );
 
-export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, HeaderSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
+export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, CodeSchema, LinkSchema, HeaderSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
 
 export type WireSummary = Static<typeof EmailSummarySchema>;
 
@@ -224,6 +244,8 @@ export const toWireEmail = (core: Core, e: EmailFull) => Object.assign(toWireSum
   attachments: e.attachments.map((a) => toWireAttachment(core, e.id, a)),
   attachments_dropped: e.attachmentsDropped,
   raw_url: rawUrl(core, e.id),
+  codes: e.codes,
+  links: e.links,
 });
 
 export const toWireLimits = (l: { perMinute: number; perDay: number }, concurrentWaits: number) => ({
