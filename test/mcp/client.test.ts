@@ -26,7 +26,7 @@ describe('tool endpoint through the SDK client', () => {
     assert.ok(client.getServerCapabilities()?.tools, 'tools capability');
     assert.equal(client.getServerVersion()?.name, 'ephemail');
     assert.match(client.getInstructions() ?? '', /untrusted/i);
-    assert.match(transport.sessionId ?? '', /^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{22}$/, 'the client holds the Mcp-Session-Id from initialize');
+    assert.match(transport.sessionId ?? '', /^[A-Za-z0-9_-]{22}\.[0-9a-z]{1,10}\.[A-Za-z0-9_-]{22}$/, 'the client holds the Mcp-Session-Id from initialize');
   });
 
   test('tools/list: three read-only tools with input and output schemas', async () => {
@@ -43,7 +43,7 @@ describe('tool endpoint through the SDK client', () => {
     assert.deepEqual(Object.keys(create.inputSchema.properties ?? {}).sort(), ['domain', 'name']);
     assert.deepEqual(create.inputSchema.required ?? [], []);
     assert.deepEqual(Object.keys(create.outputSchema?.properties ?? {}).sort(), ['address', 'available_domains', 'mail_ttl_seconds', 'web_url']);
-    assert.deepEqual(Object.keys(check.inputSchema.properties ?? {}).sort(), ['address', 'since_id', 'wait_seconds']);
+    assert.deepEqual(Object.keys(check.inputSchema.properties ?? {}).sort(), ['address', 'from', 'since_id', 'subject', 'wait_seconds']);
     assert.deepEqual(check.inputSchema.required, ['address']);
     const wait = (check.inputSchema.properties as any).wait_seconds;
     assert.equal(wait.type, 'integer');
@@ -53,7 +53,7 @@ describe('tool endpoint through the SDK client', () => {
     assert.equal((check.outputSchema?.properties as any).emails.maxItems, 20);
     assert.deepEqual(Object.keys((check.outputSchema?.properties as any).emails.items.properties).sort(), ['from', 'has_attachments', 'id', 'received_at', 'subject']);
     assert.deepEqual(read.inputSchema.required, ['email_id']);
-    assert.deepEqual(Object.keys(read.outputSchema?.properties ?? {}).sort(), ['address', 'attachments', 'body', 'body_truncated', 'expires_at', 'from', 'id', 'received_at', 'subject']);
+    assert.deepEqual(Object.keys(read.outputSchema?.properties ?? {}).sort(), ['address', 'attachments', 'body', 'body_truncated', 'codes', 'expires_at', 'from', 'id', 'links', 'received_at', 'subject']);
     assert.deepEqual(Object.keys((read.outputSchema?.properties as any).attachments.items.properties).sort(), ['content_type', 'download_url', 'filename', 'size_bytes']);
   });
 

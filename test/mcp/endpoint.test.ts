@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
 import { INIT_PARAMS, rawHttp, rpc } from './helpers.ts';
 
-const SESSION_RE = /^[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{22}$/;
+const SESSION_RE = /^[A-Za-z0-9_-]{22}\.[0-9a-z]{1,10}\.[A-Za-z0-9_-]{22}$/; // nonce, issue time, signature
 
 describe('POST /mcp transport rules', () => {
   let svc: TestService;

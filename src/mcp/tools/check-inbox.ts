@@ -23,11 +23,14 @@ export const checkInboxTool = defineTool({
   description:
     'Lists the emails at an address (no bodies; use read_email for one). Newest first, or oldest first when since_id is given. At most 20. ' +
     'With wait_seconds, an empty result holds until mail arrives or the time runs out. ' +
-    'To wait for a NEW email when the inbox already has some, pass the previous newest_id as since_id; otherwise existing mail is returned at once.',
+    'To wait for a NEW email when the inbox already has some, pass the previous newest_id as since_id; otherwise existing mail is returned at once. ' +
+    'from and subject narrow the list (case-insensitive substrings) and, with wait_seconds, wait for a matching email only.',
   input: z.object({
     address: z.string().min(1).max(320).describe('Full inbox address, e.g. from create_inbox; case-insensitive'),
     wait_seconds: z.number().int().min(0).max(MAX_WAIT_SECONDS).optional().describe('0 to 20: if nothing matches yet, hold until mail arrives or this many seconds pass'),
     since_id: z.string().max(100).optional().describe('An email id (e.g. a previous newest_id): only mail newer than it, oldest first. "" is the same as omitting it'),
+    from: z.string().max(200).optional().describe('Only emails whose From contains this text (case-insensitive), e.g. "github". With wait_seconds, holds until a matching email arrives'),
+    subject: z.string().max(200).optional().describe('Only emails whose Subject contains this text (case-insensitive), e.g. "verification"'),
   }),
   output: z.object({
     address: z.string(),
@@ -58,7 +61,7 @@ export const checkInboxTool = defineTool({
       }
     }
     try {
-      const out = await listEmails(core, { address: args.address, limit: CHECK_INBOX_MAX, since: sinceId, waitSeconds, signal });
+      const out = await listEmails(core, { address: args.address, limit: CHECK_INBOX_MAX, since: sinceId, waitSeconds, signal, from: args.from, subject: args.subject });
       const items = out.emails;
       const newest = sinceId !== undefined ? items.at(-1) : items[0];
       const structured = {
