@@ -100,6 +100,21 @@ export function hasRemoteContent(html: string): boolean {
   return /\b(?:src|srcset|background|poster)\s*=\s*(?:["']\s*)?(?:https?:)?\/\/|url\(\s*(?:["']\s*)?(?:https?:)?\/\/|&#|\\/i.test(html);
 }
 
+/**
+ * What the reader most likely came for, above everything else: the codes found in the email (each
+ * with a copy button) and its main action link, marked as extracted from an untrusted email.
+ */
+function extracted(e: EmailFull): string {
+  const action = e.links.find((l) => l.kind === 'verify' || l.kind === 'reset_password' || l.kind === 'login');
+  if (e.codes.length === 0 && !action) return '';
+  const label: Record<string, string> = { verify: 'Verify', reset_password: 'Reset password', login: 'Sign in' };
+  const codes = e.codes.slice(0, 3).map((c, i) => `<div class="code-row"><code class="code${i === 0 ? ' best' : ''}" title="${esc(c.context)}">${esc(c.value)}</code><button type="button" class="copy-code" data-code="${esc(c.value)}" aria-label="Copy code ${esc(c.value)}">Copy</button></div>`).join('');
+  const link = action
+    ? `<p class="action-link">${esc(label[action.kind])}: <a href="${esc(action.url)}" target="_blank" rel="noopener noreferrer nofollow">${esc(action.text || action.url)}</a>${action.destination ? ` <span class="muted">→ ${esc(action.destination)}</span>` : ''}</p>`
+    : '';
+  return `<section class="card extracted" aria-labelledby="extracted-h"><h2 id="extracted-h">${e.codes.length > 0 ? 'Code' : 'Action'} <span class="muted">(found in this email: it is written by the sender)</span></h2>${codes}${link}</section>`;
+}
+
 /** The email's own HTML is never part of this page: only the address of its isolated frame. */
 export function emailPage(assets: Assets, e: EmailFull): string {
   const hasHtml = e.htmlBody !== null && e.htmlBody.trim() !== '';
@@ -123,6 +138,7 @@ ${row('Cc', esc(e.cc))}
 ${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e.receivedAt)}">${utc(e.receivedAt)}</time>`)}
 ${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
 </dl>
+${extracted(e)}
 <div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/api/v1/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
 ${attachments}
 <div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('source', 'Source')}</div>

@@ -224,6 +224,28 @@ test('copy address puts the address on the clipboard', async () => {
   await page.locator('#toast', { hasText: 'Address copied' }).waitFor();
 });
 
+test('a verification email shows its code and main action at the top; Copy puts the code on the clipboard', async () => {
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: svc.http });
+  await svc.send({
+    to: address, subject: 'Your verification code',
+    text: 'Your verification code is 559 120.',
+    html: '<p>Your verification code is <b>559 120</b>.</p><p><a href="https://app.example/verify?t=1">Verify email</a></p>',
+  });
+  const [summary] = (await (await svc.api(`/api/v1/inboxes/${address}/emails?subject=verification`)).json()).data;
+  await page.goto(`${svc.http}/inbox/${address}/${summary.id}`);
+  const code = page.locator('.extracted .code.best');
+  assert.equal(await code.innerText(), '559120');
+  assert.equal(await page.locator('.extracted .action-link a').getAttribute('href'), 'https://app.example/verify?t=1');
+  const box = await page.locator('.extracted').boundingBox();
+  const frame = await page.locator('#body-frame').boundingBox();
+  assert.ok(box && frame && box.y < frame.y, 'above the email body');
+  await page.click('.copy-code');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), '559120');
+  await page.locator('#toast', { hasText: 'Code copied' }).waitFor();
+  await screenshots(page, 'email-code');
+  await page.goto(`${svc.http}/inbox/${address}`);
+});
+
 test('dark mode and phone width render every page', async () => {
   await page.emulateMedia({ colorScheme: 'dark' });
   await svc.send({ to: address, from: 'Carol <carol@example.com>', subject: 'Dark mode check', text: 'd' });

@@ -331,6 +331,17 @@
       });
     });
 
+    for (const b of document.querySelectorAll('.copy-code')) {
+      b.addEventListener('click', async () => {
+        try {
+          await navigator.clipboard.writeText(b.dataset.code);
+          toast('Code copied');
+        } catch {
+          toast('Copy failed: select the code and copy it');
+        }
+      });
+    }
+
     const load = $('#load-images');
     if (load) {
       load.addEventListener('click', () => {
