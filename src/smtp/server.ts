@@ -30,9 +30,9 @@ export interface SmtpLimits {
 
 export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
   maxClients: 1000,
-  maxPerIp: 20,
-  maxPer56: 40,
-  maxPer48: 80,
+  maxPerIp: 25,
+  maxPer56: 50,
+  maxPer48: 100,
   sessionMs: 10 * 60_000,
   idleMs: 60_000,
 });

@@ -1,0 +1,147 @@
+// Real mail, side by side, in one run (issue "Each message stored once", item 5): each message is
+// sent with Postfix's `smtp-source -d -s 20 -F <file>` to Postfix's `smtp-sink` (accepts everything,
+// stores nothing: the protocol ceiling), to ephemail (a 250 means committed to SQLite with
+// synchronous=FULL) and to maildev 3.0.0 (bench/maildev, installed on demand), runs interleaved, and
+// ephemail is printed as a ratio to both. Messages: the realistic 5 KB multipart/alternative message,
+// plain 5 KB text, a ~50 KB HTML newsletter with a text part, and 1 MB with a PDF attachment.
+//
+//   node --import tsx bench/realmail.ts [--runs=3] [--quick] [realistic text newsletter attachment]
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { fmt, freePort, machineLine, parseArgs, ROOT, sleep, spread, startService, type Spread } from './lib.ts';
+import { realisticMessage } from './messages.ts';
+import { attachmentMessage, htmlMessage, textMessage } from './smtp-load.ts';
+
+const SMTP_SINK = ['/usr/sbin/smtp-sink', '/usr/lib/postfix/sbin/smtp-sink'].find((p) => existsSync(p)) ?? null;
+const SMTP_SOURCE = ['/usr/sbin/smtp-source', '/usr/lib/postfix/sbin/smtp-source'].find((p) => existsSync(p)) ?? null;
+const MAILDEV_DIR = join(ROOT, 'bench', 'maildev');
+const MAILDEV_BIN = join(MAILDEV_DIR, 'node_modules', 'maildev', 'dist', 'bin', 'maildev.js');
+const SESSIONS = 20;
+
+interface Case { key: string; name: string; file: string; messages: number; bytes: number }
+
+/** Writes the messages as files (CRLF lines, not dot-stuffed: smtp-source -F does that). */
+function messageFiles(quick: boolean): Case[] {
+  const dir = join(ROOT, 'node_modules', '.cache', 'ephemail-bench');
+  mkdirSync(dir, { recursive: true });
+  const unwire = (wire: Buffer) => wire.toString('latin1').replace(/\r\n\.\r\n$/, '\r\n').replace(/^\.\./gm, '.');
+  const list: [string, string, string, number][] = [
+    ['realistic', '5 KB multipart/alternative (realistic)', realisticMessage().toString('latin1'), 15_000],
+    ['text', '5 KB plain text', unwire(textMessage(5).wire), 15_000],
+    ['newsletter', '50 KB HTML newsletter', unwire(htmlMessage(50).wire), 2_000],
+    ['attachment', '1 MB with a PDF attachment', unwire(attachmentMessage(1024).wire), 200],
+  ];
+  return list.map(([key, name, content, messages]) => {
+    const file = join(dir, `${key}.eml`);
+    // smtp-source appends CRLF after each line: the file has plain LF line ends
+    writeFileSync(file, content.replace(/\r\n/g, '\n'), 'latin1');
+    return { key, name, file, messages: quick ? Math.max(20, Math.round(messages / 200)) : messages, bytes: Buffer.byteLength(content, 'latin1') };
+  });
+}
+
+async function waitPort(port: number): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), r(true)));
+      s.once('error', () => r(false));
+    });
+    if (ok) return;
+    await sleep(20);
+  }
+  throw new Error(`port ${port} never opened`);
+}
+
+/** smtp-source against one port: messages per second, or null when it failed. */
+function source(port: number, c: Case): number | null {
+  const t0 = performance.now();
+  const r = spawnSync(SMTP_SOURCE!, ['-d', '-s', String(SESSIONS), '-m', String(c.messages), '-F', c.file, '-f', 'sender@bench.example', '-t', 'user@ephemail.test', '-N', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 600_000 });
+  const ms = performance.now() - t0;
+  if (r.status !== 0) {
+    console.log(`    smtp-source to ${port} failed: ${r.stderr?.toString().slice(0, 300)}`);
+    return null;
+  }
+  return (c.messages / ms) * 1000;
+}
+
+/** maildev 3.0.0 from the bench-only manifest; installed once with `npm ci --prefix bench/maildev`. */
+function ensureMaildev(): boolean {
+  if (existsSync(MAILDEV_BIN)) return true;
+  console.log('  installing maildev 3.0.0 into bench/maildev (bench-only manifest)…');
+  const r = spawnSync('npm', ['ci', '--no-audit', '--no-fund', '--prefix', MAILDEV_DIR], { stdio: 'inherit', timeout: 600_000 });
+  return r.status === 0 && existsSync(MAILDEV_BIN);
+}
+
+async function startMaildev(): Promise<{ smtp: number; web: number; proc: ChildProcess }> {
+  const smtp = await freePort();
+  const web = await freePort();
+  const proc = spawn(process.execPath, [MAILDEV_BIN, '--smtp', String(smtp), '--web', String(web), '--ip', '127.0.0.1', '--web-ip', '127.0.0.1', '--silent'], { stdio: 'ignore' });
+  await waitPort(smtp);
+  await waitPort(web);
+  return { smtp, web, proc };
+}
+
+/** How many messages maildev holds (its REST API): it must have stored what it acknowledged. */
+async function maildevCount(web: number): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${web}/email`);
+  return ((await res.json()) as unknown[]).length;
+}
+
+export interface RealMailResult { key: string; name: string; ephemail: Spread; sink: Spread | null; maildev: Spread | null }
+
+export async function benchRealMail(opts: { runs: number; quick: boolean; only: string[] }, log: (s: string) => void = console.log): Promise<RealMailResult[]> {
+  if (!SMTP_SOURCE || !SMTP_SINK) {
+    log('  smtp-source/smtp-sink not installed (Debian package postfix, see bench/README.md): skipped');
+    return [];
+  }
+  const withMaildev = ensureMaildev();
+  if (!withMaildev) log('  maildev could not be installed: its column is missing');
+  const results: RealMailResult[] = [];
+  for (const c of messageFiles(opts.quick).filter((x) => opts.only.length === 0 || opts.only.includes(x.key))) {
+    const sinkPort = await freePort();
+    const sink = spawn(SMTP_SINK, ['-u', 'nobody', `127.0.0.1:${sinkPort}`, '1000'], { stdio: 'ignore' });
+    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000000', EPHEMAIL_LOG_LEVEL: 'warn' });
+    const md = withMaildev ? await startMaildev() : null;
+    try {
+      await waitPort(sinkPort);
+      // warm-up: JIT, worker threads, SQLite page cache
+      source(svc.smtpPort, { ...c, messages: Math.min(c.messages, 300) });
+      if (md) source(md.smtp, { ...c, messages: Math.min(c.messages, 50) });
+      const e: number[] = [];
+      const s: number[] = [];
+      const m: number[] = [];
+      for (let i = 0; i < opts.runs; i++) {
+        const a = source(sinkPort, c);
+        const b = source(svc.smtpPort, c);
+        const d = md ? source(md.smtp, c) : null;
+        if (a) s.push(a);
+        if (b) e.push(b);
+        if (d) m.push(d);
+      }
+      if (md) {
+        const held = await maildevCount(md.web);
+        const sent = Math.min(c.messages, 50) + c.messages * m.length;
+        if (held < sent) log(`    maildev holds ${held} of ${sent} messages it acknowledged`);
+      }
+      const r: RealMailResult = { key: c.key, name: c.name, ephemail: spread(e), sink: s.length ? spread(s) : null, maildev: m.length ? spread(m) : null };
+      results.push(r);
+      const pct = (x: Spread | null) => (x ? `${((r.ephemail.median / x.median) * 100).toFixed(0)}%` : 'n/a');
+      const times = (x: Spread | null) => (x ? `${(r.ephemail.median / x.median).toFixed(1)}×` : 'n/a');
+      log(`  ${c.name.padEnd(40)} ephemail ${fmt(r.ephemail)} msgs/s | smtp-sink ${r.sink ? fmt(r.sink) : 'n/a'} → ${pct(r.sink)} of sink | maildev ${r.maildev ? fmt(r.maildev) : 'n/a'} → ${times(r.maildev)} maildev`);
+    } finally {
+      sink.kill('SIGTERM');
+      md?.proc.kill('SIGTERM');
+      await svc.stop();
+    }
+  }
+  return results;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const opts = parseArgs(process.argv.slice(2));
+  console.log(`# Real mail with smtp-source -d -s ${SESSIONS}: ephemail vs smtp-sink vs maildev 3.0.0, ${opts.runs} interleaved run(s), median (min–max) — ${new Date().toISOString()} — ${machineLine()}`);
+  await benchRealMail({ runs: opts.runs, quick: opts.quick, only: opts.only });
+}
