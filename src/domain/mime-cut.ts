@@ -167,6 +167,10 @@ export interface Leaf {
   type: string;
   /** Content-Disposition value, lowercase, '' when absent. */
   disposition: string;
+  /** The body is empty or only white space. */
+  empty: boolean;
+  /** The part was cut out of the stored copy (its headers carry REMOVED_MARK). */
+  removed: boolean;
 }
 
 const TYPE_RE = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/;
@@ -174,7 +178,7 @@ const SIMPLE_MAX_DEPTH = 8;
 const SIMPLE_MAX_LEAVES = 32;
 
 /** Content-Type and Content-Disposition of one header block; null when either appears twice or is odd. */
-function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; disposition: string; boundary: string | null } | null {
+function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; disposition: string; boundary: string | null; removed: boolean } | null {
   if (bodyStart - start > MAX_HEAD) return null;
   const head = buf.toString('latin1', start, bodyStart).replace(/\r?\n[ \t]+/g, ' ');
   let type: string | null = null;
@@ -196,7 +200,16 @@ function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; 
       disposition = value.split(';')[0].trim().toLowerCase();
     }
   }
-  return { type: type ?? 'text/plain', disposition: disposition ?? '', boundary };
+  return { type: type ?? 'text/plain', disposition: disposition ?? '', boundary, removed: head.includes(REMOVED_MARK) };
+}
+
+/** Whether [start, end) holds anything but white space. */
+function blank(buf: Buffer, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) {
+    const c = buf[i];
+    if (c !== 0x20 && c !== 0x09 && c !== 0x0d && c !== 0x0a) return false;
+  }
+  return true;
 }
 
 /**
@@ -221,7 +234,7 @@ export function simpleLeaves(raw: Uint8Array): Leaf[] | null {
       }
       return true;
     }
-    leaves.push({ type: t.type, disposition: t.disposition });
+    leaves.push({ type: t.type, disposition: t.disposition, empty: blank(buf, bodyStart, end), removed: t.removed });
     return leaves.length <= SIMPLE_MAX_LEAVES;
   };
   return walk(0, buf.length, 0) ? leaves : null;

@@ -6,7 +6,7 @@ import PostalMime, { decodeWords } from 'postal-mime';
 import type { Attachment as PmAttachment, Email as PmEmail } from 'postal-mime';
 import { sanitizeEmailHtml } from '../domain/html.ts';
 import type { AttachmentMeta, MessageViews } from '../domain/message.ts';
-import { cutOversizedParts, REMOVED_MARK, simpleLeaves } from '../domain/mime-cut.ts';
+import { cutOversizedParts, REMOVED_MARK, simpleLeaves, type Leaf } from '../domain/mime-cut.ts';
 import { extractCodes } from '../domain/extract/codes.ts';
 import { extractLinks } from '../domain/extract/links.ts';
 import { BODY_MAX_CHARS, htmlBodyToText, renderBody } from '../mcp/body.ts';
@@ -97,6 +97,19 @@ const summaryOf = (email: PmEmail, limits: ParseLimits) => ({
   hasAttachments: keptAttachments(email, limits).kept.length > 0,
 });
 
+/**
+ * Whether a plainly structured message has an attachment postal-mime would report and keep, decided
+ * from its leaves alone, or null when they cannot tell (then it is parsed in full). Every leaf inline
+ * text: none. A leaf that is not inline text, not an inline message/rfc822 (parsed as a message), not
+ * empty and not cut out: one (the cut already removed every part over the size limit).
+ */
+function attachmentsOf(leaves: Leaf[]): boolean | null {
+  const inlineText = (l: Leaf) => (l.type === 'text/plain' || l.type === 'text/html') && l.disposition !== 'attachment';
+  if (leaves.every(inlineText)) return false;
+  if (leaves.some((l) => l.type === 'message/rfc822' || l.removed || (!inlineText(l) && l.empty))) return null;
+  return true;
+}
+
 const headerDecoder = new TextDecoder('utf-8', { ignoreBOM: true });
 const isWsp = (c: number) => c === 0x20 || c === 0x09;
 const trimWsp = (s: string) => {
@@ -109,7 +122,7 @@ const trimWsp = (s: string) => {
 const FAST_MAX_HEAD = 64 * 1024;
 
 /**
- * The summary of a message whose every part is inline text (no attachment can exist), read from
+ * The summary of a plainly structured message (see attachmentsOf), read from
  * its top header block the way postal-mime reads it (lines to LF, trailing CRs dropped, UTF-8,
  * folding on SP/HTAB, first From and Subject, encoded words decoded), without decoding any body.
  * Null when the message is not that simple: then it is parsed in full. test/smtp/summary.test.ts
@@ -117,7 +130,9 @@ const FAST_MAX_HEAD = 64 * 1024;
  */
 export function fastSummary(raw: Uint8Array): Omit<MessageSummary, 'raw'> | null {
   const leaves = simpleLeaves(raw);
-  if (!leaves || !leaves.every((l) => (l.type === 'text/plain' || l.type === 'text/html') && l.disposition !== 'attachment')) return null;
+  const decided = leaves ? attachmentsOf(leaves) : null;
+  if (decided === null) return null;
+  const hasAttachments: boolean = decided;
   const lines: string[] = [];
   let at = 0;
   for (;;) {
@@ -152,7 +167,7 @@ export function fastSummary(raw: Uint8Array): Omit<MessageSummary, 'raw'> | null
     return {
       sender: capSummary(from === null ? '' : oneLine(decodeWords(from.slice(0, MAX_HEADER_VALUE)))),
       subject: capSummary(oneLine(subject ? decodeWords(subject) : '')),
-      hasAttachments: false,
+      hasAttachments,
     };
   }
 }
