@@ -12,6 +12,8 @@ import { ingest } from '../services/ingest.ts';
 import { createParsePool } from './parse-pool.ts';
 
 export const MAX_RECIPIENTS = 100;
+/** Messages up to this size may be summarized on the event loop (a linear scan: tens of µs). */
+export const FAST_HERE_BYTES = 128 * 1024;
 
 /** Connection limits of the receiver (docs/security.md, "Limits"). Tests shorten them. */
 export interface SmtpLimits {
@@ -94,6 +96,18 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   let running = false;
   // MIME parsing runs on worker threads (started on the first message); SQLite stays on this one
   const parsePool = createParsePool({ warn: (msg, err) => core.log.warn({ err }, msg) });
+  // A small, plainly structured message is summarized right here (one linear pass over at most
+  // FAST_HERE_BYTES, no body decoded): a worker round trip would cost more than the work. Anything
+  // else goes to the parse workers. The parser module is loaded on the first message.
+  let parser: Promise<typeof import('./parse.ts')> | null = null;
+  const summaryOf = async (raw: Buffer) => {
+    if (raw.byteLength <= FAST_HERE_BYTES) {
+      const { fastSummary } = await (parser ??= import('./parse.ts'));
+      const fast = fastSummary(raw);
+      if (fast) return { raw, ...fast };
+    }
+    return parsePool.run('summarize', raw, config);
+  };
 
   const connectionOf = (session: SMTPServerSession): ConnectionView | undefined => {
     for (const c of server.connections as unknown as Set<ConnectionView>) if (c.session === session) return c;
@@ -211,7 +225,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         const recipients = session.envelope.rcptTo.map((r) => parseAddress(r.address)!.address);
         const mailFrom = session.envelope.mailFrom;
         const mailedBy = mailedByOf(mailFrom ? mailFrom.address : null);
-        parsePool.run('summarize', raw, config)
+        summaryOf(raw)
           .then((summary) => ingest(core, summary, recipients, mailedBy))
           .then(
             (stored) => callback(null, `2.0.0 Ok: stored ${stored.length === 1 ? `as ${stored[0].id}` : `${stored.length} copies`}`),
