@@ -10,6 +10,7 @@ import { systemClock, type Clock } from './domain/clock.ts';
 import { buildApp, type Mount } from './http/app.ts';
 import type { Limiter } from './limiter/limiter.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
+import { createMetrics, timedStore } from './metrics.ts';
 import type { Core } from './services/core.ts';
 import { createViewService } from './services/views.ts';
 import { createWaitRegistry } from './services/wait.ts';
@@ -75,7 +76,10 @@ export async function defaultMounts(): Promise<Mount[]> {
 export async function assemble(config: Config, options: AssembleOptions = {}): Promise<Service> {
   const log = options.log ?? createLogger(config);
   const clock = options.clock ?? systemClock;
-  const { store, bus, limiter } = options.backends ?? (await openBackends(config, log));
+  const backends = options.backends ?? (await openBackends(config, log));
+  const { bus, limiter } = backends;
+  const metrics = config.metrics ? createMetrics() : null;
+  const store = metrics ? timedStore(backends.store, metrics.storeSeconds) : backends.store;
   let boundHttpPort = config.httpPort;
   let smtpListener: SmtpListener | null = null;
   const core: Core = {
@@ -86,12 +90,17 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     clock,
     log,
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits }),
-    views: createViewService(store, config, log),
+    views: createViewService(store, config, log, { onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
+    metrics,
     baseUrl: () => config.publicUrl ?? `http://localhost:${boundHttpPort}`,
     smtpRunning: () => smtpListener?.running ?? false,
   };
   const smtp = createSmtpReceiver(core);
   smtpListener = smtp;
+  if (metrics) {
+    metrics.watch('ephemail_waits_held', 'Long-polls held now (HTTP wait and MCP check_inbox)', () => core.waits.held);
+    metrics.watch('ephemail_smtp_connections', 'SMTP connections open now', () => smtp.server.connections.size);
+  }
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()));
 
   let sweeper: NodeJS.Timeout | null = null;

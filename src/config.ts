@@ -31,6 +31,8 @@ export interface Config {
   keysPerIpPerDay: number;
   /** Long-polls one node holds at once, HTTP and MCP together; more get too_many_waiters. */
   maxHeldWaits: number;
+  /** GET /metrics (Prometheus text) on; EPHEMAIL_METRICS=false switches it off. */
+  metrics: boolean;
   logLevel: string;
   /** Secret used to sign MCP session ids; random per process unless set (set it when running several nodes). */
   sessionSecret: string | null;
@@ -149,6 +151,7 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     keysPerIpPerDay: int(env, 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', 3, 0),
     maxHeldWaits: int(env, 'EPHEMAIL_MAX_HELD_WAITS', 10_000, 0),
+    metrics: bool(env, 'EPHEMAIL_METRICS', true),
     logLevel,
     sessionSecret: sessionSecret(env),
     maxAttachmentBytes: 5 * 1024 * 1024,

@@ -11,6 +11,7 @@ import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
 import { registerCors } from './plugins/cors.ts';
 import { ipBucket } from '../domain/limits.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
+import { registerProbes } from './probes.ts';
 import { registerRoutes } from './routes.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
@@ -143,6 +144,7 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
   registerCaller(app, core);
   registerUrlGuard(app);
   registerRoutes(app, core);
+  registerProbes(app, core);
   app.get('/api/v1/openapi.json', {
     config: { quota: 'peek' },
     schema: {

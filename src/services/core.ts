@@ -4,6 +4,7 @@ import type { Config } from '../config.ts';
 import type { Bus } from '../bus/bus.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Limiter } from '../limiter/limiter.ts';
+import type { Metrics } from '../metrics.ts';
 import type { Store } from '../store/store.ts';
 import type { ViewService } from './views.ts';
 import type { WaitRegistry } from './wait.ts';
@@ -18,6 +19,8 @@ export interface Core {
   waits: WaitRegistry;
   /** Derived views of stored messages (bodies, attachments, agent text). */
   views: ViewService;
+  /** Prometheus metrics, or null when EPHEMAIL_METRICS=false. */
+  metrics: Metrics | null;
   /** `{base_url}`: EPHEMAIL_PUBLIC_URL, or http://localhost:<bound port> once HTTP listens. */
   baseUrl(): string;
   /** Whether the SMTP listener is accepting connections (health). */

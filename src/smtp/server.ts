@@ -80,6 +80,15 @@ export function smtpReplyFor(err: unknown): SmtpError {
   return smtpError(451, '4.3.0 Local error in processing, try again later');
 }
 
+/** The metrics label of a refusal: why the message was not stored. */
+function refusalReason(err: Error): string {
+  const code = (err as SmtpError).responseCode;
+  if (code === 552) return 'too_large';
+  if (code === 452) return 'no_resources';
+  if (code === 451) return 'temporary_failure';
+  return String(code ?? 'other');
+}
+
 export interface SmtpListener {
   listen(port: number, host: string): Promise<AddressInfo>;
   /** Stops accepting; waits for transactions in flight (bounded). */
@@ -191,9 +200,20 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       // cannot make the process hold 1,000 × 30 MiB); released once, when the reply goes out.
       let held = 0;
       let overBudget = false;
+      let endedAt = 0;
       const callback: typeof reply = (err, message) => {
         inflightBytes -= held;
         held = 0;
+        const m = core.metrics;
+        if (m) {
+          if (err) m.smtpRefused.inc({ reason: refusalReason(err) });
+          else {
+            const n = session.envelope.rcptTo.length;
+            m.smtpAccepted.inc({ recipients: n === 1 ? '1' : n <= 10 ? '2-10' : '11-100' });
+            m.smtpBytes.inc(size);
+            if (endedAt) m.smtpAckSeconds.observe((performance.now() - endedAt) / 1000);
+          }
+        }
         reply(err, message);
       };
       stream.on('data', (chunk: Buffer) => {
@@ -212,6 +232,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       });
       stream.on('error', (err) => callback(smtpReplyFor(err)));
       stream.on('end', () => {
+        endedAt = performance.now();
         if (stream.sizeExceeded || size > config.maxMessageBytes) {
           return callback(smtpError(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageBytes} bytes`));
         }
@@ -228,7 +249,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         summaryOf(raw)
           .then((summary) => ingest(core, summary, recipients, mailedBy))
           .then(
-            (stored) => callback(null, `2.0.0 Ok: stored ${stored.length === 1 ? `as ${stored[0].id}` : `${stored.length} copies`}`),
+            (stored) => {
+              core.log.info({ id: stored[0]?.id, recipients: stored.length, bytes: size, from: mailFrom ? mailFrom.address : null }, 'mail received');
+              callback(null, `2.0.0 Ok: stored ${stored.length === 1 ? `as ${stored[0].id}` : `${stored.length} copies`}`);
+            },
             (err) => {
               core.log.error({ err }, 'delivery failed; answered with a temporary error');
               callback(smtpReplyFor(err));

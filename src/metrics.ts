@@ -1,0 +1,55 @@
+// Prometheus metrics (prom-client), one registry per service instance (no global state): SMTP
+// acceptance, refusals by reason, bytes and time from DATA end to 250; HTTP requests by route and
+// status; derivation time; waits and streams held; store operation latency. Served at GET /metrics
+// outside the quota; EPHEMAIL_METRICS=false switches it off. docs/operations.md has example alerts.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Store } from './store/store.ts';
+
+export interface Metrics {
+  registry: Registry;
+  smtpAccepted: Counter<'recipients'>;
+  smtpRefused: Counter<'reason'>;
+  smtpBytes: Counter;
+  smtpAckSeconds: Histogram;
+  httpRequests: Counter<'method' | 'route' | 'status'>;
+  derivationSeconds: Histogram<'outcome'>;
+  storeSeconds: Histogram<'op'>;
+  /** Gauges read when scraped. */
+  watch(name: string, help: string, read: () => number): void;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'ephemail_' });
+  const m: Metrics = {
+    registry,
+    smtpAccepted: new Counter({ name: 'ephemail_smtp_messages_accepted_total', help: 'Messages answered 250 (each stored once, whatever its recipients)', labelNames: ['recipients'], registers: [registry] }),
+    smtpRefused: new Counter({ name: 'ephemail_smtp_messages_refused_total', help: 'Messages refused after DATA, by reason', labelNames: ['reason'], registers: [registry] }),
+    smtpBytes: new Counter({ name: 'ephemail_smtp_received_bytes_total', help: 'Bytes of accepted messages', registers: [registry] }),
+    smtpAckSeconds: new Histogram({ name: 'ephemail_smtp_ack_seconds', help: 'Time from the end of DATA to the 250 (summary, durable store, wake-ups)', buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: [registry] }),
+    httpRequests: new Counter({ name: 'ephemail_http_requests_total', help: 'HTTP requests by method, matched route pattern and status', labelNames: ['method', 'route', 'status'], registers: [registry] }),
+    derivationSeconds: new Histogram({ name: 'ephemail_derivation_seconds', help: 'Time to derive a message\'s views (parse, sanitize, text, codes, links) in a worker, by outcome', labelNames: ['outcome'], buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [registry] }),
+    storeSeconds: new Histogram({ name: 'ephemail_store_operation_seconds', help: 'Store operation latency by operation', labelNames: ['op'], buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers: [registry] }),
+    watch(name, help, read) {
+      new Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
+    },
+  };
+  return m;
+}
+
+const TIMED: (keyof Store)[] = ['addEmails', 'listEmails', 'hasEmails', 'getEmail', 'readRaw', 'getViews', 'putViews', 'readPart', 'deleteEmail', 'purgeInbox', 'sweepExpired', 'mintKey', 'findKey'];
+
+/** The store with each operation's latency observed (the same object otherwise). */
+export function timedStore(store: Store, histogram: Histogram<'op'>): Store {
+  const out = Object.create(store) as Store;
+  for (const op of TIMED) {
+    const fn = (store[op] as (...a: unknown[]) => Promise<unknown>).bind(store);
+    (out as unknown as Record<string, unknown>)[op] = (...args: unknown[]) => {
+      const end = histogram.startTimer({ op });
+      const p = fn(...args);
+      p.then(() => end(), () => end());
+      return p;
+    };
+  }
+  return out;
+}
