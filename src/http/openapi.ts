@@ -42,6 +42,12 @@ export async function registerOpenApi(app: FastifyInstance, core: Core): Promise
       doc.servers = [{ url: core.baseUrl() }];
       for (const item of Object.values(doc.paths ?? {}) as Record<string, any>[]) {
         for (const op of Object.values(item)) {
+          // a query parameter with a default is optional (Ajv fills it in), and every body is:
+          // an absent body counts as {} (http/app.ts) — generated clients must not demand them
+          for (const p of (op.parameters ?? []) as Record<string, any>[]) {
+            if (p.in === 'query' && p.schema && 'default' in p.schema) p.required = false;
+          }
+          if (op.requestBody) op.requestBody.required = false;
           for (const [status, res] of Object.entries((op.responses ?? {}) as Record<string, any>)) {
             res.headers = {
               ...(res.headers ?? {}),
