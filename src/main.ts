@@ -2,6 +2,7 @@
 import { assemble, createLogger, openBackends, redactStoreUrl } from './assemble.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { systemClock } from './domain/clock.ts';
+import { startHint } from './start-hint.ts';
 
 const USAGE = `Usage:
   ephemail [serve]               start the SMTP receiver, HTTP API, tool endpoint and web pages
@@ -33,12 +34,32 @@ async function serve(config: Config): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   try {
-    await service.start();
+    const urls = await service.start();
+    if (process.stdout.isTTY) console.log(banner(config, service.core.baseUrl(), urls.smtp));
   } catch (err) {
-    log.fatal({ err }, 'could not start');
+    const hint = startHint(err, config);
+    if (hint) console.error(`ephemail: ${hint}`);
+    else log.fatal({ err }, 'could not start');
     await service.stop().catch(() => undefined);
     process.exit(1);
   }
+}
+
+/** What a person starting the service in a terminal wants to see (JSON logs follow). */
+function banner(config: Config, base: string, smtp: string): string {
+  return [
+    '',
+    `  ephemail is running: disposable inboxes at ${config.domains.join(', ')}`,
+    '',
+    `  Web page   ${base}/`,
+    `  API        ${base}/api/v1   (reference: ${base}/docs)`,
+    `  MCP        ${base}/mcp`,
+    `  SMTP       ${smtp}   (send mail to anything@${config.domains[0]})`,
+    `  Store      ${redactStoreUrl(config.store)}`,
+    '',
+    '  Ctrl+C stops it.',
+    '',
+  ].join('\n');
 }
 
 async function keys(config: Config, args: string[]): Promise<number> {

@@ -34,7 +34,12 @@ function collect(bus: Bus, addr: string, n: number, ms = 2000): { events: Promis
 }
 
 export function busSuite(name: string, harness: BusHarness): void {
-  describe(`Bus conformance: ${name}`, { concurrency: 1, skip: harness.skip }, () => {
+  if (harness.skip) {
+    // one skipped test with the reason: a skipped describe would count as no test at all
+    it(`Bus conformance: ${name}`, { skip: harness.skip }, () => undefined);
+    return;
+  }
+  describe(`Bus conformance: ${name}`, { concurrency: 1 }, () => {
     it('a publish wakes every subscriber of that address on every node, in order where the backend keeps it', async () => {
       const { a, b, close } = await harness.open();
       try {

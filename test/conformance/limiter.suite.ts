@@ -15,7 +15,12 @@ const bucket = () => `key:${randomUUID()}`;
 const minuteStart = () => Math.floor(Date.now() / MINUTE_MS) * MINUTE_MS + 1000;
 
 export function limiterSuite(name: string, harness: LimiterHarness): void {
-  describe(`Limiter conformance: ${name}`, { concurrency: 1, skip: harness.skip }, () => {
+  if (harness.skip) {
+    // one skipped test with the reason: a skipped describe would count as no test at all
+    it(`Limiter conformance: ${name}`, { skip: harness.skip }, () => undefined);
+    return;
+  }
+  describe(`Limiter conformance: ${name}`, { concurrency: 1 }, () => {
     const withLimiter = (title: string, fn: (l: Limiter) => Promise<void>) =>
       it(title, async () => {
         const l = await harness.open();

@@ -60,7 +60,12 @@ function increasing(ids: string[], what: string): void {
 }
 
 export function storeSuite(name: string, harness: StoreHarness): void {
-  describe(`Store conformance: ${name}`, { concurrency: 1, skip: harness.skip }, () => {
+  if (harness.skip) {
+    // one skipped test with the reason: a skipped describe would count as no test at all
+    it(`Store conformance: ${name}`, { skip: harness.skip }, () => undefined);
+    return;
+  }
+  describe(`Store conformance: ${name}`, { concurrency: 1 }, () => {
     const withStore = (title: string, fn: (store: Store) => Promise<void>) =>
       it(title, async () => {
         const store = await harness.open();

@@ -5,12 +5,12 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { startNode, type Node } from './nodes.ts';
-import { SKIP_SERVER, startCluster, type RedisCluster } from './servers.ts';
+import { SKIP_SERVER, startCluster, type RedisCluster, describeRedis } from './servers.ts';
 
 const enc = encodeURIComponent;
 const addr = (tag: string) => `${tag}-${randomUUID().slice(0, 8)}@ephemail.test`;
 
-describe('two ephemail nodes on a 3-master Redis Cluster', { skip: SKIP_SERVER, concurrency: 1 }, () => {
+describeRedis('two ephemail nodes on a 3-master Redis Cluster', { skip: SKIP_SERVER, concurrency: 1 }, () => {
   let cluster: RedisCluster;
   let a: Node;
   let b: Node;

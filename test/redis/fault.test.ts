@@ -7,11 +7,11 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { startNode, type Node } from './nodes.ts';
-import { SKIP_SERVER, startRedis, type RedisProcess } from './servers.ts';
+import { SKIP_SERVER, startRedis, type RedisProcess, describeRedis } from './servers.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, concurrency: 1 }, () => {
+describeRedis('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, concurrency: 1 }, () => {
   let redis: RedisProcess;
   let node: Node;
   let other: Node;
@@ -131,7 +131,7 @@ describe('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER, conc
   });
 });
 
-describe('Redis not there at start-up', { skip: SKIP_SERVER }, () => {
+describeRedis('Redis not there at start-up', { skip: SKIP_SERVER }, () => {
   it('the node starts degraded and becomes healthy when Redis appears, with no restart', async () => {
     const redis = await startRedis();
     await redis.kill(); // a free port, a dir: Redis comes later

@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
 import { closeClient } from '../../src/store/redis/redis-store.ts';
 import { startNode, type Node } from './nodes.ts';
-import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix } from './servers.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis } from './servers.ts';
 
 const PER_MINUTE = 30;
 const WAITS = 3;
@@ -18,7 +18,7 @@ const prefix = `ephtest:multi:${randomUUID().slice(0, 8)}:`;
 const addr = (tag: string) => `${tag}-${randomUUID().slice(0, 8)}@ephemail.test`;
 const enc = encodeURIComponent;
 
-describe('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency: 1 }, () => {
+describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency: 1 }, () => {
   let nodes: Node[] = [];
   let redis: RedisClient;
   let env: Record<string, string> = {};

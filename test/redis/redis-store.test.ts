@@ -12,9 +12,9 @@ import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
 import { inbox, newEmail } from '../conformance/store.suite.ts';
 import { redisHarness } from '../conformance/redis-harness.ts';
-import { SKIP_REDIS, SKIP_SERVER, TEST_REDIS_URL, startRedis } from './servers.ts';
+import { SKIP_REDIS, SKIP_SERVER, TEST_REDIS_URL, startRedis, describeRedis } from './servers.ts';
 
-describe('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () => {
+describeRedis('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () => {
   const h = redisHarness(() => TEST_REDIS_URL);
   let client: RedisClient;
   before(async () => {
@@ -73,7 +73,7 @@ describe('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () => {
   });
 });
 
-describe('Redis away: commands fail fast as StoreUnavailableError, then recover', { skip: SKIP_SERVER }, () => {
+describeRedis('Redis away: commands fail fast as StoreUnavailableError, then recover', { skip: SKIP_SERVER }, () => {
   it('fails fast while down and serves again after restart, with no new client', async () => {
     const redis = await startRedis();
     const client = connect(parseRedisUrl(redis.url));
