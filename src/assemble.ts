@@ -120,6 +120,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         (err) => log.warn({ err }, 'sweep failed; reads still hide expired mail'),
       );
       void sweep();
+      // the first read of a message derives its views: a worker ready for it keeps that read fast
+      setTimeout(() => core.views.warm(), 200).unref();
       sweeper = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
       sweeper.unref();
       const host = (a: AddressInfo) => (a.family === 'IPv6' ? `[${a.address}]` : a.address);

@@ -187,6 +187,7 @@ export interface AttachmentContent {
 export async function getAttachment(core: Core, emailId: string, attachmentId: string): Promise<AttachmentContent> {
   const { row, views } = await rowAndViews(core, emailId);
   const index = views.attachments.findIndex((a) => a.id === attachmentId);
+  if (index >= 0) await core.views.stored(row.messageKey); // parts of views derived just now
   const bytes = index >= 0 ? await core.store.readPart(row.messageKey, index) : null;
   if (index < 0 || !bytes) {
     if (index >= 0) throw notFound(emailId); // freed meanwhile

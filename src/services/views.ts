@@ -20,6 +20,10 @@ export const deriveBudgetMs = (bytes: number) =>
 export interface ViewService {
   /** The views of a message; null when the message is gone. Derives them on first call. */
   get(messageKey: string): Promise<MessageViews | null>;
+  /** Resolves once views derived for this key are written to the store (parts readable). */
+  stored(messageKey: string): Promise<void>;
+  /** Starts a worker ahead of the first read (called once the service listens). */
+  warm(): void;
   close(): Promise<void>;
 }
 
@@ -57,6 +61,8 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
   // its own workers: a long derivation never delays the summaries the 250 waits for
   const pool = options.pool ?? createParsePool({ workers: 2, warn: (msg, err) => log.warn({ err }, msg) });
   const inflight = new Map<string, Promise<MessageViews | null>>();
+  /** Writes of derived views not yet committed: readers get the views at once, parts wait for these. */
+  const writing = new Map<string, Promise<void>>();
   let cache = new Map<string, { views: MessageViews; chars: number }>();
   let cachedChars = 0;
 
@@ -103,7 +109,14 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
     const started = performance.now();
     const { views, parts } = await derive(raw);
     options.onDerived?.((performance.now() - started) / 1000, views.outcome);
-    await store.putViews(key, JSON.stringify(views), parts);
+    // kept in the background: the reader does not wait for the commit (the cache answers meanwhile)
+    const write = store.putViews(key, JSON.stringify(views), parts)
+      .catch((err) => log.warn({ err }, 'derived views could not be kept; they will be derived again'))
+      .finally(() => {
+        if (writing.get(key) === write) writing.delete(key);
+      });
+    writing.set(key, write);
+    remember(key, views);
     return views;
   }
 
@@ -121,6 +134,11 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
       if (views) remember(key, views);
       return views;
     },
-    close: () => pool.close(),
+    stored: (key) => writing.get(key) ?? Promise.resolve(),
+    warm: () => pool.warm(),
+    async close() {
+      await Promise.all([...writing.values()]);
+      await pool.close();
+    },
   };
 }

@@ -33,6 +33,8 @@ export interface ParsePool {
    * BudgetExceededError when it takes longer (the worker is replaced).
    */
   run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: DeriveOptions; budgetMs?: number; keepRaw?: boolean }): Promise<OpResult<O>>;
+  /** Starts the first worker now instead of on the first task (idempotent). */
+  warm(): void;
   /** Stops the workers; later parses run on the main thread. */
   close(): Promise<void>;
   /** Workers running now (0 before the first parse, or when parsing on the main thread). */
@@ -191,6 +193,11 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   const pool: ParsePool = {
     get size() {
       return slots.length;
+    },
+    warm() {
+      if (started || closed || broken) return;
+      started = true;
+      slots.push(spawnSlot());
     },
     run(op, raw, limits, opts = {}) {
       const options = opts.options ?? { html: true };

@@ -9,11 +9,11 @@ import type { AttachmentMeta, MessageViews } from '../domain/message.ts';
 import { cutOversizedParts, REMOVED_MARK, simpleLeaves, type Leaf } from '../domain/mime-cut.ts';
 import { extractCodes } from '../domain/extract/codes.ts';
 import { extractLinks } from '../domain/extract/links.ts';
-import { BODY_MAX_CHARS, htmlBodyToText, renderBody } from '../mcp/body.ts';
+import { BODY_MAX_CHARS, renderBody } from '../mcp/body.ts';
 import { cut, normaliseNewlines } from '../mcp/untrusted.ts';
 
 /** Bumped whenever deriveViews() changes what it produces: stored views of older versions are derived again. */
-export const VIEWS_VERSION = 2;
+export const VIEWS_VERSION = 3;
 
 export interface ParseLimits {
   maxAttachmentBytes: number;
@@ -212,7 +212,9 @@ function viewsOf(email: PmEmail, limits: ParseLimits, options: DeriveOptions): D
   const textBody = stripNul(email.text) ?? (!options.html && email.html ? roughText(email.html) : null);
   const msgId = headerValue(email, 'message-id');
   const agent = renderBody(textBody, htmlBody);
-  const htmlText = htmlBody === null ? null : agent.source === 'html' ? agent.body : htmlBodyToText(htmlBody);
+  // the HTML as text for codes: the agent's text when it came from the HTML, else one linear pass
+  // (a second HTML→text conversion would cost as much as the sanitizer)
+  const htmlText = htmlBody === null ? null : agent.source === 'html' ? agent.body : roughText(htmlBody);
   const subject = oneLine(email.subject ?? '');
   const views: MessageViews = {
     version: VIEWS_VERSION,
@@ -249,6 +251,7 @@ export function roughText(html: string): string {
     if (end < 0) break;
     const tag = src.slice(lt + 1, Math.min(end, lt + 12)).toLowerCase();
     if (/^\/?(p|div|br|tr|li|h[1-6]|table)\b/.test(tag)) out += '\n';
+    else if (/^\/?(td|th)\b/.test(tag)) out += ' ';
     i = end + (src.startsWith('<!--', lt) ? 3 : 1);
     const raw = /^(style|script)\b/.exec(tag); // their content is not text
     if (raw) {
