@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -35,6 +35,20 @@ export function freePort(): Promise<number> {
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves once something listens on 127.0.0.1:`port` (10 s at most). */
+export async function waitPort(port: number): Promise<void> {
+  for (let i = 0; i < 1000; i++) {
+    const ok = await new Promise<boolean>((r) => {
+      const s = connect(port, '127.0.0.1');
+      s.once('connect', () => (s.destroy(), r(true)));
+      s.once('error', () => r(false));
+    });
+    if (ok) return;
+    await sleep(10);
+  }
+  throw new Error(`port ${port} never opened`);
+}
 
 /** Limits raised so the benchmark measures speed, not the quota. */
 export const BENCH_ENV: Record<string, string> = {

@@ -8,10 +8,9 @@
 //   node --import tsx bench/realmail.ts [--runs=3] [--quick] [realistic text newsletter attachment]
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fmt, freePort, machineLine, parseArgs, ROOT, sleep, spread, startService, type Spread } from './lib.ts';
+import { fmt, freePort, machineLine, parseArgs, ROOT, sleep, spread, waitPort, startService, type Spread } from './lib.ts';
 import { realisticMessage } from './messages.ts';
 import { attachmentMessage, htmlMessage, textMessage } from './smtp-load.ts';
 
@@ -42,18 +41,6 @@ function messageFiles(quick: boolean): Case[] {
   });
 }
 
-async function waitPort(port: number): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    const ok = await new Promise<boolean>((r) => {
-      const s = connect(port, '127.0.0.1');
-      s.once('connect', () => (s.destroy(), r(true)));
-      s.once('error', () => r(false));
-    });
-    if (ok) return;
-    await sleep(20);
-  }
-  throw new Error(`port ${port} never opened`);
-}
 
 /** smtp-source against one port: messages per second, or null when it failed. */
 function source(port: number, c: Case): number | null {

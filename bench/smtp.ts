@@ -4,9 +4,8 @@
 // when Postfix's tools are installed.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { fmt, freePort, machineLine, parseArgs, percentile, rssOf, sleep, spread, startServices, storeLabel, type BenchOptions, type ServiceProcess } from './lib.ts';
+import { fmt, freePort, machineLine, parseArgs, percentile, rssOf, sleep, spread, waitPort, startServices, storeLabel, type BenchOptions, type ServiceProcess } from './lib.ts';
 import { attachmentMessage, htmlMessage, runLoad, textMessage, type Message } from './smtp-load.ts';
 
 const SMTP_SINK = ['/usr/sbin/smtp-sink', '/usr/lib/postfix/sbin/smtp-sink'].find((p) => existsSync(p)) ?? null;
@@ -56,18 +55,6 @@ function startSink(port: number): ChildProcess {
   return spawn(SMTP_SINK!, args, { stdio: 'ignore' });
 }
 
-async function waitPort(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const okay = await new Promise<boolean>((r) => {
-      const s = connect(port, '127.0.0.1');
-      s.once('connect', () => (s.destroy(), r(true)));
-      s.once('error', () => r(false));
-    });
-    if (okay) return;
-    await sleep(10);
-  }
-  throw new Error(`port ${port} never opened`);
-}
 
 /** smtp-source: -s parallel sessions, -m messages in all, -l message size, -d: keep each session for many messages (no pipelining). */
 function smtpSource(port: number, messages: number, sizeBytes: number): { msgsPerSec: number } | null {

@@ -295,14 +295,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     },
   }, async (request, reply: FastifyReply) => {
     const att = await emails.getAttachment(core, request.params.id, request.params.attachment_id);
-    reply
-      .header('content-type', att.meta.contentType)
-      .header('content-length', String(att.meta.sizeBytes))
-      .header('content-disposition', contentDisposition(att.meta.filename))
-      .header('x-content-type-options', 'nosniff')
-      .header('content-security-policy', 'sandbox')
-      .header('cache-control', 'private, max-age=3600');
-    return reply.send(readableFrom(att.chunks));
+    return download(reply, att.meta.contentType, att.meta.sizeBytes, contentDisposition(att.meta.filename), att.chunks);
   });
 
   app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id/raw', {
@@ -316,14 +309,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     },
   }, async (request, reply: FastifyReply) => {
     const { id, raw } = await emails.getRaw(core, request.params.id);
-    reply
-      .header('content-type', 'message/rfc822')
-      .header('content-length', String(raw.sizeBytes))
-      .header('content-disposition', `attachment; filename="${id}.eml"`)
-      .header('x-content-type-options', 'nosniff')
-      .header('content-security-policy', 'sandbox')
-      .header('cache-control', 'private, max-age=3600');
-    return reply.send(readableFrom(raw.chunks));
+    return download(reply, 'message/rfc822', raw.sizeBytes, `attachment; filename="${id}.eml"`, raw.chunks);
   });
 }
 
@@ -363,6 +349,18 @@ function listJson(reply: FastifyReply, { summary, meta }: ListSerializers, q: St
 }
 
 const readableFrom = (chunks: AsyncIterable<Uint8Array>) => Readable.from(chunks, { objectMode: false });
+
+/** Stored bytes, always as a download that never renders: attachment disposition, nosniff, CSP sandbox. */
+function download(reply: FastifyReply, type: string, size: number, disposition: string, chunks: AsyncIterable<Uint8Array>) {
+  return reply
+    .header('content-type', type)
+    .header('content-length', String(size))
+    .header('content-disposition', disposition)
+    .header('x-content-type-options', 'nosniff')
+    .header('content-security-policy', 'sandbox')
+    .header('cache-control', 'private, max-age=3600')
+    .send(readableFrom(chunks));
+}
 
 /** The endpoint index of GET /api/v1, collected from the registered routes' schemas (app.ts). */
 function endpointIndex(app: FastifyInstance): { method: string; path: string; summary: string }[] {

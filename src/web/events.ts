@@ -1,13 +1,13 @@
-// The inbox page's live feed: one Server-Sent Events stream per open page. It subscribes to the bus
-// before its first query (no delivery slips between the two, as in services/wait.ts), sends the
-// current list as `snapshot`, then each new email as `mail`. Streams live STREAM_LIFETIME_MS and
-// the browser's EventSource reconnects (a fresh snapshot each time), so no stream is held forever;
-// a comment line every HEARTBEAT_MS keeps proxies from timing out an idle stream.
+// The inbox page's live feed: one Server-Sent Events stream per open page, on the same mechanism as
+// the API's event stream (http/sse.ts for the connection, services/stream.ts for following the
+// inbox). It sends the current list as `snapshot`, then new mail as `mail`, with no gap between the
+// two. Streams live STREAM_LIFETIME_MS and the browser's EventSource reconnects (a fresh snapshot).
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { toWireSummary } from '../http/schemas/wire.ts';
-import type { Core } from '../services/core.ts';
-import type { EmailSummary } from '../store/store.ts';
 import { createHoldCounter } from '../domain/limits.ts';
+import { toWireSummary } from '../http/schemas/wire.ts';
+import { openSse } from '../http/sse.ts';
+import type { Core } from '../services/core.ts';
+import { followInbox, type InboxFollower } from '../services/stream.ts';
 import { STREAM_CAPS, STREAMS_TOTAL } from './security.ts';
 
 export const STREAM_LIFETIME_MS = 5 * 60_000;
@@ -16,6 +16,7 @@ export const STREAM_MAX_BUFFERED_BYTES = 1024 * 1024;
 export const HEARTBEAT_MS = 15_000;
 const RETRY_MS = 500;
 const SNAPSHOT_LIMIT = 100;
+const FIRST_ID = '00000000-0000-7000-8000-000000000000';
 
 export interface StreamHub {
   /** Opens a stream for `address` (normalised); false when the caps say no (the caller answers 429). */
@@ -26,11 +27,8 @@ export interface StreamHub {
 }
 
 export function createStreamHub(options: { lifetimeMs?: number; heartbeatMs?: number } = {}): StreamHub {
-  const lifetimeMs = options.lifetimeMs ?? STREAM_LIFETIME_MS;
-  const heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS;
   const perClient = createHoldCounter(STREAM_CAPS);
   const closers = new Set<() => void>();
-
   return {
     get size() {
       return closers.size;
@@ -42,90 +40,37 @@ export function createStreamHub(options: { lifetimeMs?: number; heartbeatMs?: nu
       if (closers.size >= STREAMS_TOTAL) return false;
       const release = perClient.take(ip);
       if (!release) return false;
-
-      const res = reply.raw;
-      reply.hijack();
-      res.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        'x-accel-buffering': 'no',
-        'x-content-type-options': 'nosniff',
-        connection: 'keep-alive',
+      let follower: InboxFollower | null = null;
+      const sse = openSse(request, reply, {
+        lifetimeMs: options.lifetimeMs ?? STREAM_LIFETIME_MS,
+        heartbeatMs: options.heartbeatMs ?? HEARTBEAT_MS,
+        maxBufferedBytes: STREAM_MAX_BUFFERED_BYTES,
+        retryMs: RETRY_MS,
+        onClose() {
+          follower?.close();
+          closers.delete(sse.close);
+          release();
+        },
       });
-      res.flushHeaders();
-
-      let closed = false;
-      let lastId: string | null = null;
-      let querying = false;
-      let again = false;
-      const send = (event: string, data: unknown, id?: string) => {
-        if (closed) return;
-        res.write(`${id ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-        if (res.writableLength > STREAM_MAX_BUFFERED_BYTES) close(); // a reader that does not read: dropped (the page reconnects)
-      };
-
-      const pull = async () => {
-        if (querying) {
-          again = true;
-          return;
-        }
-        querying = true;
-        try {
-          do {
-            again = false;
-            const now = core.clock.now();
-            let fresh: EmailSummary[];
-            if (lastId) fresh = await core.store.listEmails(address, { limit: SNAPSHOT_LIMIT, since: lastId }, now);
-            else fresh = (await core.store.listEmails(address, { limit: SNAPSHOT_LIMIT }, now)).reverse();
-            if (closed || fresh.length === 0) continue;
-            lastId = fresh[fresh.length - 1].id;
-            send('mail', { emails: fresh.map(toWireSummary) }, lastId);
-          } while (again && !closed);
-        } catch (err) {
-          core.log.warn({ err }, 'web stream query failed');
-        } finally {
-          querying = false;
-        }
-      };
-
-      const unsubscribe = core.bus.subscribe(address, () => void pull());
-      const heartbeat = setInterval(() => !closed && res.write(': ping\n\n'), heartbeatMs);
-      const lifetime = setTimeout(() => close(), lifetimeMs);
-      heartbeat.unref();
-      lifetime.unref();
-
-      const close = () => {
-        if (closed) return;
-        closed = true;
-        unsubscribe();
-        clearInterval(heartbeat);
-        clearTimeout(lifetime);
-        closers.delete(close);
-        release();
-        res.end();
-      };
-      closers.add(close);
-      request.raw.on('close', close);
-      res.on('close', close);
-      res.on('error', close);
-
-      res.write(`retry: ${RETRY_MS}\n\n`);
-      querying = true;
-      core.store
-        .listEmails(address, { limit: SNAPSHOT_LIMIT }, core.clock.now())
-        .then((emails) => {
-          lastId = emails[0]?.id ?? null;
-          send('snapshot', { address, emails: emails.map(toWireSummary), now: new Date(core.clock.now()).toISOString() }, lastId ?? undefined);
-        })
-        .catch((err) => {
+      closers.add(sse.close);
+      core.store.listEmails(address, { limit: SNAPSHOT_LIMIT }, core.clock.now()).then(
+        (emails) => {
+          if (sse.closed) return;
+          const newest = emails[0]?.id;
+          sse.send('snapshot', { address, emails: emails.map(toWireSummary), now: new Date(core.clock.now()).toISOString() }, newest);
+          // from the snapshot's newest on: what arrived while it was read is the first `mail`
+          follower = followInbox(core, address, {
+            since: newest ?? FIRST_ID,
+            deliver: (fresh) => sse.send('mail', { emails: fresh.map(toWireSummary) }, fresh[fresh.length - 1].id),
+            onError: (err) => core.log.warn({ err }, 'web stream query failed'),
+          });
+        },
+        (err) => {
           core.log.warn({ err }, 'web stream snapshot failed');
-          send('failure', { message: 'The inbox could not be read; retrying' });
-          close();
-        })
-        .finally(() => {
-          querying = false;
-          if (again && !closed) void pull();
-        });
+          sse.send('failure', { message: 'The inbox could not be read; retrying' });
+          sse.close();
+        },
+      );
       return true;
     },
   };
