@@ -11,7 +11,7 @@ import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
 import { registerCors } from './plugins/cors.ts';
 import { ipBucket } from '../domain/limits.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
-import { registerProbes } from './probes.ts';
+import { countRequests, registerProbes } from './probes.ts';
 import { registerRoutes } from './routes.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
@@ -141,6 +141,7 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
   await registerOpenApi(app, core);
   registerErrorHandling(app, core);
+  countRequests(app, core);
   registerCaller(app, core);
   registerUrlGuard(app);
   registerRoutes(app, core);

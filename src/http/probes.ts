@@ -1,7 +1,8 @@
 // Operator endpoints outside the API and its quota: GET /livez (the process answers), GET /readyz
 // (the store answers and SMTP listens: send traffic here), GET /metrics (Prometheus text; 404 when
 // EPHEMAIL_METRICS=false), and the count of every HTTP request by matched route and status.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { counterCache } from '../metrics.ts';
 import type { Core } from '../services/core.ts';
 
 const text = 'text/plain; charset=utf-8';
@@ -24,10 +25,31 @@ export function registerProbes(app: FastifyInstance, core: Core): void {
   if (!metrics) return;
   app.get('/metrics', hide, async (_req, reply) =>
     reply.type(metrics.registry.contentType).header('cache-control', 'no-store').send(await metrics.registry.metrics()));
+}
+
+/**
+ * Counts every request by method, route pattern (never the raw URL: bounded label values) and
+ * status. Registered before the routes: each route gets its own hook with its pattern captured,
+ * so no request reads its route options; requests that match no route count as `unmatched`.
+ */
+export function countRequests(app: FastifyInstance, core: Core): void {
+  const metrics = core.metrics;
+  if (!metrics) return;
+  const child = counterCache(metrics.httpRequests);
+  app.addHook('onRoute', (route) => {
+    if (route.url === '/metrics') return;
+    const url = route.url;
+    const hook = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+      child(request.method, url, String(reply.statusCode)).inc();
+      done();
+    };
+    const existing = route.onResponse;
+    route.onResponse = existing ? [...(Array.isArray(existing) ? existing : [existing]), hook] : [hook];
+  });
+  // a request that matched no route is a 404 of the not-found handler (its route options are read
+  // only then)
   app.addHook('onResponse', (request, reply, done) => {
-    // the route pattern, never the raw URL: bounded label values
-    const route = request.routeOptions.url ?? 'unmatched';
-    if (route !== '/metrics') metrics.httpRequests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    if (reply.statusCode === 404 && request.routeOptions.url === undefined) child(request.method, 'unmatched', '404').inc();
     done();
   });
 }

@@ -84,7 +84,7 @@ export function inboxPage(assets: Assets, address: string, ttlSeconds: number): 
 <div class="address-row"><h1 id="address" class="address">${esc(address)}</h1><button id="copy" type="button" data-copy="${esc(address)}">Copy address</button></div>
 <p class="status"><span id="live" class="dot" aria-hidden="true"></span><span id="status-text">Connecting…</span></p>
 </section>
-<div class="toolbar"><span id="count" class="muted">Loading…</span><button id="empty" type="button" class="danger" disabled>Empty inbox</button></div>
+<div class="toolbar"><label class="search"><span class="visually-hidden">Search this inbox</span><input id="search" type="search" placeholder="Search sender or subject ( / )" autocomplete="off" aria-label="Search this inbox by sender or subject"></label><span id="count" class="muted">Loading…</span><button id="empty" type="button" class="danger" disabled>Empty inbox</button></div>
 <ol id="emails" class="list" aria-label="Emails, newest first"></ol>
 <div id="empty-state" class="empty-state" hidden>
 <p><strong>No mail yet.</strong> Send something to <code>${esc(address)}</code>: it shows up here by itself.</p>

@@ -246,6 +246,45 @@ test('a verification email shows its code and main action at the top; Copy puts 
   await page.goto(`${svc.http}/inbox/${address}`);
 });
 
+test('the list: display names (address on hover), unread until opened, search narrows it, j/k and Enter move and open', async () => {
+  const box = `list${Date.now()}@ephemail.test`;
+  await svc.send({ from: '"Alice Example" <alice@example.org>', to: box, subject: 'Quarterly report', text: 'numbers' });
+  await svc.send({ from: 'bob@example.net', to: box, subject: 'Lunch on Friday?', text: 'pizza' });
+  await page.goto(`${svc.http}/inbox/${box}`);
+  const rows = page.locator('#emails li');
+  await page.waitForFunction(() => document.querySelectorAll('#emails li').length === 2);
+  const alice = rows.filter({ hasText: 'Quarterly report' });
+  assert.equal(await alice.locator('.from').innerText(), 'Alice Example');
+  assert.equal(await alice.locator('.from').getAttribute('title'), 'Alice Example <alice@example.org>', 'the From header as sent, on hover');
+  assert.equal(await rows.filter({ hasText: 'Lunch' }).locator('.from').innerText(), 'bob@example.net');
+  assert.equal(await page.locator('#emails li.unread').count(), 2, 'both unread');
+
+  await page.keyboard.press('/');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'search');
+  await page.keyboard.type('alice');
+  assert.equal(await page.locator('#emails li:not([hidden])').count(), 1, 'search narrows the list');
+  assert.match(await page.locator('#count').innerText(), /2 emails \(1 shown\)/);
+  await page.fill('#search', 'LUNCH');
+  assert.deepEqual(await page.locator('#emails li:not([hidden]) .subject').allInnerTexts(), ['Lunch on Friday?']);
+  await page.fill('#search', '');
+  assert.equal(await page.locator('#emails li:not([hidden])').count(), 2);
+
+  await page.locator('h1#address').click();
+  await page.keyboard.press('j');
+  await page.keyboard.press('j');
+  const focused = await page.evaluate(() => document.activeElement?.closest('li')?.textContent ?? '');
+  assert.match(focused, /Quarterly report/, 'j moves down to the second (older) row');
+  await page.keyboard.press('k');
+  assert.match(await page.evaluate(() => document.activeElement?.closest('li')?.textContent ?? ''), /Lunch/);
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/\/inbox\/.+\/[0-9a-f-]{36}$/);
+  await page.goto(`${svc.http}/inbox/${box}`);
+  await page.waitForFunction(() => document.querySelectorAll('#emails li').length === 2);
+  assert.equal(await page.locator('#emails li.unread').count(), 1, 'the opened one is read now');
+  assert.equal(await rows.filter({ hasText: 'Lunch' }).evaluate((li) => li.classList.contains('unread')), false);
+  await screenshots(page, 'inbox-search');
+});
+
 test('dark mode and phone width render every page', async () => {
   await page.emulateMedia({ colorScheme: 'dark' });
   await svc.send({ to: address, from: 'Carol <carol@example.com>', subject: 'Dark mode check', text: 'd' });

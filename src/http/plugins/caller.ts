@@ -37,6 +37,8 @@ declare module 'fastify' {
  * matched nothing by its decoded, case-folded first segment (an unknown `/API/…` still counts).
  */
 export function isApiRequest(request: FastifyRequest): boolean {
+  // the common spelling needs no look at the route (request.routeOptions builds an object per read)
+  if (request.url.startsWith('/api/')) return true;
   const route = request.routeOptions.url;
   if (route !== undefined) return route.startsWith('/api/');
   const path = request.url.split('?', 1)[0];

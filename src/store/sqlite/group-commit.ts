@@ -10,10 +10,17 @@ import { SQL } from './migrations.ts';
 // Captured at load: a test's fake timers must not stall durable writes.
 const nextTurn = globalThis.setImmediate;
 const MAX_BATCH = 512;
+/** The WAL is cut back to this size after a checkpoint (SQLite keeps it at its largest otherwise). */
+const WAL_LIMIT = 16 * 1024 * 1024;
+/** A batch writing this many bytes is checkpointed right after it commits. */
+const BIG_WRITE = 4 * 1024 * 1024;
 
 /** One write. Each runs in its own savepoint of the shared transaction: it fails alone, all or none. */
 export type WriteJob =
-  /** New mail: each message once ([key, raw, expiresAt]), then its rows (SQL.insertEmail parameters). */
+  /**
+   * New mail: each message once ([key, raw, expiresAt]), then its rows (SQL.insertEmail parameters).
+   * A raw message over 64 KiB that owns its buffer is moved to the writer thread: do not use it after.
+   */
   | { kind: 'add'; messages: [string, Uint8Array, number][]; emails: unknown[][] }
   /** Derived views of a message and its decoded parts; 0 when the message was already freed. */
   | { kind: 'views'; key: string; views: string; parts: Uint8Array[] }
@@ -68,6 +75,7 @@ db.pragma('journal_mode = WAL');
 db.pragma('synchronous = FULL');
 db.pragma('foreign_keys = ON');
 db.pragma('busy_timeout = 5000');
+db.pragma('journal_size_limit = ${WAL_LIMIT}');
 ${OPS}
 const batch = makeOps(db, workerData.sql);
 parentPort.on('message', (m) => {
@@ -76,8 +84,13 @@ parentPort.on('message', (m) => {
     parentPort.close();
     return;
   }
-  try { parentPort.postMessage({ seq: m.seq, outcomes: batch(m.jobs) }); }
-  catch (e) { parentPort.postMessage({ seq: m.seq, failed: { message: String((e && e.message) || e), code: e && e.code } }); }
+  let outcomes;
+  try { outcomes = batch(m.jobs); }
+  catch (e) { parentPort.postMessage({ seq: m.seq, failed: { message: String((e && e.message) || e), code: e && e.code } }); return; }
+  parentPort.postMessage({ seq: m.seq, outcomes });
+  // after a large write, move the WAL into the database now (so a big message is not held twice,
+  // in the WAL and the file, until the next automatic checkpoint); the WAL is then cut back
+  if (m.bytes > ${BIG_WRITE}) { try { db.pragma('wal_checkpoint(PASSIVE)'); } catch {} }
 });
 parentPort.postMessage({ ready: true });
 `;
@@ -174,8 +187,20 @@ export function groupCommit(db: Database.Database, path: string | null, settled:
     if (jobs.length === 0) return settleIdle();
     if (writer && writerReady && !writerDead && db.open) {
       inFlight = { seq: ++seq, jobs };
-      // structured-cloned: each message's bytes once, however many rows reference it
-      writer.postMessage({ seq, jobs: jobs.map((p) => p.job) });
+      let bytes = 0;
+      // a message's bytes that own their buffer move to the writer (no copy: the caller is done
+      // with them once they are handed to the store); others are copied once, however many rows
+      const transfer = new Set<ArrayBuffer>();
+      for (const p of jobs) {
+        if (p.job.kind === 'add') {
+          for (const m of p.job.messages) {
+            bytes += m[1].byteLength;
+            const b = m[1].buffer;
+            if (b instanceof ArrayBuffer && m[1].byteOffset === 0 && m[1].byteLength === b.byteLength && b.byteLength > 64 * 1024) transfer.add(b);
+          }
+        } else if (p.job.kind === 'views') for (const part of p.job.parts) bytes += part.byteLength;
+      }
+      writer.postMessage({ seq, jobs: jobs.map((p) => p.job), bytes }, [...transfer]);
       return;
     }
     if (queue.length > 0) schedule();

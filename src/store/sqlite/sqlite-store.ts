@@ -65,6 +65,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
   db.pragma('synchronous = FULL'); // a commit is on disk before addEmails resolves: a 250 is never lost, even on power loss
   db.pragma('foreign_keys = ON'); // freeing a message frees its parts
   db.pragma('busy_timeout = 5000'); // the operator CLI may hold the write lock briefly
+  db.pragma('journal_size_limit = 16777216'); // the WAL is cut back to 16 MiB after a checkpoint
   migrate(db);
 
   const last = db.prepare('SELECT max(id) AS id FROM emails').get() as { id: string | null };
@@ -96,6 +97,9 @@ export function createSqliteStore(path: string, options: { random?: () => number
   };
 
   const lists = createListCache();
+  // rows by id: a row never changes once stored; deletes, purges and sweeps forget (exact)
+  let rows = new Map<string, StoredEmail>();
+  const ROWS_MAX = 20_000;
   const keys = new Map<string, KeyRecord>();
   let keysVersion = -1;
 
@@ -181,8 +185,15 @@ export function createSqliteStore(path: string, options: { random?: () => number
     hasEmails: (address, now) => guard(() => q.hasEmails.get(address, now) !== undefined),
     getEmail: (id, now) =>
       guard((): StoredEmail | null => {
-        const r = q.getEmail.get(id.toLowerCase(), now) as EmailRow | undefined;
-        return r ? { ...toSummary(r), messageKey: r.message_key } : null;
+        const lid = id.toLowerCase();
+        const hit = rows.get(lid);
+        if (hit) return hit.expiresAt > now ? { ...hit } : null;
+        const r = q.getEmail.get(lid, now) as EmailRow | undefined;
+        if (!r) return null;
+        const row = { ...toSummary(r), messageKey: r.message_key };
+        if (rows.size >= ROWS_MAX) rows = new Map();
+        rows.set(lid, row);
+        return { ...row };
       }),
     readRaw: (key) =>
       guard(() => bytes(q.rawSize.get(key) as number | undefined, (at) => q.rawChunk.get(at + 1, CHUNK, key) as Buffer | undefined)),
@@ -193,12 +204,14 @@ export function createSqliteStore(path: string, options: { random?: () => number
     deleteEmail: (id, now) =>
       guard(() => {
         lists.clear();
+        rows.delete(id.toLowerCase());
         return q.deleteEmail.run(id.toLowerCase(), now).changes > 0;
       }),
     purgeInbox: (address, now) =>
       guard(() =>
         db.transaction(() => {
           lists.forget(address);
+          rows = new Map();
           const live = q.purgeLive.run(address, now).changes;
           q.purgeAll.run(address);
           return live;
@@ -206,6 +219,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
       ),
     async sweepExpired(now) {
       // in batches on the writer thread: a flood expiring neither stalls the event loop nor the writer
+      rows = new Map(); // (reads never answer an expired row anyway: they compare expiresAt)
       let removed = 0;
       for (;;) {
         const n = await writes.write({ kind: 'sweep', now, limit: SWEEP_BATCH } satisfies WriteJob);

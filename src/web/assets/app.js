@@ -100,13 +100,33 @@
       return e;
     }
 
+    // Read state stays in this browser (localStorage), per email id; ids expire with their mail.
+    const readKey = 'ephemail:read';
+    const readIds = new Set((() => {
+      try {
+        return JSON.parse(localStorage.getItem(readKey) || '[]');
+      } catch {
+        return [];
+      }
+    })());
+
+    /** "Alice Example" <alice@x> → Alice Example (the full header on hover). */
+    function displayName(sender) {
+      const m = /^\s*"?([^"<]*?)"?\s*<([^<>]*)>\s*$/.exec(sender || '');
+      if (m) return m[1].trim() || m[2].trim();
+      return (sender || '').trim();
+    }
+
     function row(m, fresh) {
-      const li = el('li', 'row' + (fresh ? ' new' : ''));
+      const li = el('li', 'row' + (fresh ? ' new' : '') + (readIds.has(m.id) ? '' : ' unread'));
       li.dataset.id = m.id;
+      li.dataset.search = ((m.sender || '') + ' ' + (m.subject || '')).toLowerCase();
       const a = el('a', 'row-link');
       a.href = inboxPath(address) + '/' + encodeURIComponent(m.id);
       const top = el('span', 'row-top');
-      top.append(el('span', 'from', m.sender || '(no sender)'));
+      const from = el('span', 'from', displayName(m.sender) || '(no sender)');
+      from.title = m.sender || '';
+      top.append(from);
       const t = el('time', 'when');
       t.dateTime = m.received_at;
       t.dataset.rel = '';
@@ -129,9 +149,43 @@
       return li;
     }
 
+    // Search: narrows the list by sender and subject as you type; "/" focuses it.
+    const search = $('#search');
+    function applySearch() {
+      const q = search.value.trim().toLowerCase();
+      let shown = 0;
+      for (const li of list.children) {
+        const hit = !q || (li.dataset.search || '').includes(q);
+        li.hidden = !hit;
+        if (hit) shown++;
+      }
+      return shown;
+    }
+    search.addEventListener('input', () => render());
+
+    // Keyboard: j / k move between rows, Enter opens, Delete deletes, / searches.
+    document.addEventListener('keydown', (ev) => {
+      if (ev.target instanceof HTMLInputElement || ev.target instanceof HTMLTextAreaElement || ev.metaKey || ev.ctrlKey || ev.altKey) return;
+      const rows = [...list.children].filter((li) => !li.hidden);
+      const current = rows.findIndex((li) => li.contains(document.activeElement));
+      if (ev.key === '/') {
+        ev.preventDefault();
+        search.focus();
+      } else if (ev.key === 'j' || ev.key === 'k') {
+        if (rows.length === 0) return;
+        const next = ev.key === 'j' ? Math.min(rows.length - 1, current + 1) : Math.max(0, current - 1);
+        rows[current < 0 ? 0 : next].querySelector('a').focus();
+        ev.preventDefault();
+      } else if (ev.key === 'Delete' && current >= 0) {
+        rows[current].querySelector('button.del').click();
+        ev.preventDefault();
+      }
+    });
+
     function render() {
       const n = emails.size;
-      count.textContent = n === 1 ? '1 email' : n + ' emails';
+      const shown = applySearch();
+      count.textContent = (n === 1 ? '1 email' : n + ' emails') + (shown < n ? ' (' + shown + ' shown)' : '');
       emptyState.hidden = n > 0;
       emptyButton.disabled = n === 0;
       tickTimes();
@@ -283,6 +337,13 @@
   // ---- email view ---------------------------------------------------------------------------
   function email() {
     const id = document.body.dataset.id;
+    try {
+      const read = JSON.parse(localStorage.getItem('ephemail:read') || '[]').slice(-500);
+      if (!read.includes(id)) read.push(id);
+      localStorage.setItem('ephemail:read', JSON.stringify(read));
+    } catch {
+      // storage off: nothing is remembered
+    }
     const inboxHref = document.body.dataset.inbox;
 
     // Tabs: buttons with role=tab; arrow keys move between them (WAI-ARIA tabs pattern).
