@@ -14,7 +14,7 @@ import { createMetrics, timedStore } from './metrics.ts';
 import type { Core } from './services/core.ts';
 import { createViewService } from './services/views.ts';
 import { createWaitRegistry } from './services/wait.ts';
-import { createSmtpReceiver, type SmtpListener } from './smtp/server.ts';
+import { createSmtpReceiver, createSmtpReceiverWithTls, type SmtpListener } from './smtp/server.ts';
 import { createSqliteStore } from './store/sqlite/sqlite-store.ts';
 import type { Store } from './store/store.ts';
 
@@ -95,7 +95,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     baseUrl: () => config.publicUrl ?? `http://localhost:${boundHttpPort}`,
     smtpRunning: () => smtpListener?.running ?? false,
   };
-  const smtp = createSmtpReceiver(core);
+  const smtp = config.smtpTls.mode === 'off' ? createSmtpReceiver(core) : await createSmtpReceiverWithTls(core);
   smtpListener = smtp;
   if (metrics) {
     metrics.watch('ephemail_waits_held', 'Long-polls held now (HTTP wait and MCP check_inbox)', () => core.waits.held);

@@ -33,6 +33,10 @@ export interface Config {
   maxHeldWaits: number;
   /** GET /metrics (Prometheus text) on; EPHEMAIL_METRICS=false switches it off. */
   metrics: boolean;
+  /** SMTP AUTH: not offered (default), or offered and any credentials accepted (apps that insist on logging in). */
+  smtpAuth: 'off' | 'accept-any';
+  /** STARTTLS: off (default), a certificate made at start, or the operator's PEM files. */
+  smtpTls: { mode: 'off' } | { mode: 'self-signed' } | { mode: 'files'; certFile: string; keyFile: string };
   logLevel: string;
   /** Secret used to sign MCP session ids; random per process unless set (set it when running several nodes). */
   sessionSecret: string | null;
@@ -85,6 +89,25 @@ function trustProxy(env: Env): false | readonly string[] {
     if (bits !== undefined && !(/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128))) throw new ConfigError('EPHEMAIL_TRUST_PROXY', raw, expected);
   }
   return Object.freeze(list);
+}
+
+function smtpAuth(env: Env): Config['smtpAuth'] {
+  const v = env.EPHEMAIL_SMTP_AUTH?.trim().toLowerCase() || 'off';
+  if (v !== 'off' && v !== 'accept-any') throw new ConfigError('EPHEMAIL_SMTP_AUTH', v, 'off or accept-any');
+  return v;
+}
+
+function smtpTls(env: Env): Config['smtpTls'] {
+  const mode = env.EPHEMAIL_SMTP_TLS?.trim().toLowerCase() || '';
+  const certFile = env.EPHEMAIL_SMTP_TLS_CERT?.trim() || '';
+  const keyFile = env.EPHEMAIL_SMTP_TLS_KEY?.trim() || '';
+  if (certFile || keyFile) {
+    if (!certFile || !keyFile) throw new ConfigError(certFile ? 'EPHEMAIL_SMTP_TLS_KEY' : 'EPHEMAIL_SMTP_TLS_CERT', '', 'a PEM file path (set both EPHEMAIL_SMTP_TLS_CERT and EPHEMAIL_SMTP_TLS_KEY)');
+    return { mode: 'files', certFile, keyFile };
+  }
+  if (mode === '' || mode === 'off') return { mode: 'off' };
+  if (mode === 'self-signed') return { mode: 'self-signed' };
+  throw new ConfigError('EPHEMAIL_SMTP_TLS', mode, 'off or self-signed (or set EPHEMAIL_SMTP_TLS_CERT and EPHEMAIL_SMTP_TLS_KEY)');
 }
 
 /** The MCP session secret: at least 32 bytes, or none (a random one per process). */
@@ -152,6 +175,8 @@ export function loadConfig(env: Env = process.env): Config {
     keysPerIpPerDay: int(env, 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', 3, 0),
     maxHeldWaits: int(env, 'EPHEMAIL_MAX_HELD_WAITS', 10_000, 0),
     metrics: bool(env, 'EPHEMAIL_METRICS', true),
+    smtpAuth: smtpAuth(env),
+    smtpTls: smtpTls(env),
     logLevel,
     sessionSecret: sessionSecret(env),
     maxAttachmentBytes: 5 * 1024 * 1024,

@@ -97,7 +97,24 @@ export interface SmtpListener {
   readonly server: SMTPServer;
 }
 
-export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}): SmtpListener {
+/** TLS material for STARTTLS: the operator's files, or a certificate made now for the first domain. */
+async function tlsOptions(config: Core['config']): Promise<{ key: string | Buffer; cert: string | Buffer } | null> {
+  const tls = config.smtpTls;
+  if (tls.mode === 'off') return null;
+  if (tls.mode === 'files') {
+    const { readFileSync } = await import('node:fs');
+    return { key: readFileSync(tls.keyFile), cert: readFileSync(tls.certFile) };
+  }
+  const selfsigned = (await import('selfsigned')).default as unknown as { generate(attrs: { name: string; value: string }[], opts: Record<string, unknown>): Promise<{ private: string; cert: string }> };
+  const pems = await selfsigned.generate([{ name: 'commonName', value: config.domains[0] }], { days: 365, keySize: 2048, algorithm: 'sha256', extensions: [{ name: 'subjectAltName', altNames: config.domains.map((d) => ({ type: 2, value: d })) }] });
+  return { key: pems.private, cert: pems.cert };
+}
+
+export async function createSmtpReceiverWithTls(core: Core, overrides: Partial<SmtpLimits> = {}): Promise<SmtpListener> {
+  return createSmtpReceiver(core, overrides, await tlsOptions(core.config));
+}
+
+export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}, tls: { key: string | Buffer; cert: string | Buffer } | null = null): SmtpListener {
   const { config } = core;
   const limits: SmtpLimits = { ...DEFAULT_SMTP_LIMITS, ...overrides };
   const perClient = createHoldCounter({ perAddress: limits.maxPerIp, per56: limits.maxPer56, per48: limits.maxPer48 });
@@ -142,7 +159,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     name: config.domains[0],
     banner: 'ephemail ESMTP: receive-only disposable inboxes',
     authOptional: true,
-    disabledCommands: ['AUTH', 'STARTTLS'],
+    // opt-in compatibility (DECISIONS: defaults stay no AUTH, no TLS): AUTH that accepts anyone, STARTTLS
+    disabledCommands: [...(config.smtpAuth === 'accept-any' ? [] : ['AUTH']), ...(tls ? [] : ['STARTTLS'])],
+    ...(tls ? { key: tls.key, cert: tls.cert, hideSTARTTLS: false } : {}),
+    allowInsecureAuth: config.smtpAuth === 'accept-any',
     size: config.maxMessageBytes,
     rejectOversized: true,
     maxClients: limits.maxClients,
@@ -153,8 +173,13 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     hide8BITMIME: false,
     hidePIPELINING: false,
     hideSMTPUTF8: false,
-    // AUTH is off: no 530 for anonymous senders; nothing here uses a login
-    authMethods: [],
+    // AUTH is off by default (no 530 for anonymous senders; nothing here uses a login); with
+    // EPHEMAIL_SMTP_AUTH=accept-any, PLAIN and LOGIN are offered and any credentials pass
+    authMethods: config.smtpAuth === 'accept-any' ? ['PLAIN', 'LOGIN'] : [],
+    onAuth(auth, _session, callback) {
+      if (config.smtpAuth !== 'accept-any') return callback(smtpError(502, '5.5.1 AUTH is not offered'));
+      callback(null, { user: auth.username || 'anonymous' });
+    },
     // inbound only: no XCLIENT/XFORWARD spoofing of the client address, no PROXY header trust
     useXClient: false,
     useXForward: false,

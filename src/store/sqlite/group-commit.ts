@@ -90,7 +90,7 @@ parentPort.on('message', (m) => {
   parentPort.postMessage({ seq: m.seq, outcomes });
   // after a large write, move the WAL into the database now (so a big message is not held twice,
   // in the WAL and the file, until the next automatic checkpoint); the WAL is then cut back
-  if (m.bytes > ${BIG_WRITE}) { try { db.pragma('wal_checkpoint(PASSIVE)'); } catch {} }
+  if (m.bytes > ${BIG_WRITE}) { try { db.pragma('wal_checkpoint(TRUNCATE)'); } catch {} }
 });
 parentPort.postMessage({ ready: true });
 `;
