@@ -1,0 +1,58 @@
+// Types of @ephemail/client; the wire shapes come from the service's OpenAPI document (schema.d.ts).
+import type { Client } from 'openapi-fetch';
+import type { components, paths } from './schema.d.ts';
+
+export type { components, paths };
+export type Email = components['schemas']['Email'];
+export type EmailSummary = components['schemas']['EmailSummary'];
+export type Code = components['schemas']['Code'];
+export type Link = components['schemas']['Link'];
+export type LinkKind = Link['kind'];
+
+export declare class EphemailError extends Error {
+  /** The spec's error type (not_found, rate_limited, key_required, …), or timeout / no_code / no_link / unexpected_email. */
+  readonly type: string;
+  /** HTTP status (0 when the error is the client's own). */
+  readonly status: number;
+  /** Seconds, from retry-after, when the service gave one. */
+  readonly retryAfter: number | null;
+}
+export declare class EphemailTimeoutError extends EphemailError {}
+
+/** A UUIDv7 made from a time (default now): a `since` cursor meaning "only mail from then on". */
+export declare function idAt(ms?: number): string;
+
+export interface Filters {
+  /** Case-insensitive substring of the decoded From. */
+  from?: string;
+  /** Case-insensitive substring of the decoded Subject. */
+  subject?: string;
+}
+
+export interface EmailWithRaw extends Email {
+  /** The message as received (.eml bytes). */
+  raw(): Promise<Uint8Array>;
+}
+
+export interface Inbox {
+  readonly address: string;
+  emails(query?: paths['/api/v1/inboxes/{address}/emails']['get']['parameters']['query']): Promise<EmailSummary[]>;
+  waitForEmail(options?: Filters & { since?: string; timeoutMs?: number }): Promise<EmailWithRaw>;
+  waitForCode(options?: Filters & { since?: string; timeoutMs?: number }): Promise<string>;
+  waitForLink(options?: Filters & { kind?: LinkKind; since?: string; timeoutMs?: number }): Promise<Link>;
+  expectNoEmail(ms: number, filters?: Filters): Promise<void>;
+  clear(): Promise<number>;
+}
+
+export interface Ephemail {
+  /** The typed API itself (openapi-fetch). */
+  readonly api: Client<paths>;
+  readonly baseUrl: string;
+  /** The key in use (given, or minted on the first wait). */
+  readonly apiKey: string | null;
+  createInbox(body?: { domain?: string; local_part?: string }): Promise<Inbox>;
+  inbox(address: string): Inbox;
+  getEmail(id: string): Promise<EmailWithRaw>;
+}
+
+export declare function createEphemail(options?: { baseUrl?: string; apiKey?: string; fetch?: typeof fetch }): Ephemail;
