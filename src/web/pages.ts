@@ -1,6 +1,7 @@
 // The HTML of the pages: a shared layout and one function per page. Every value that came from
 // mail or from the URL goes through esc(); the pages carry no inline script or style (pageCsp).
 import type { EmailFull } from '../domain/message.ts';
+import { decodeWords } from 'postal-mime';
 
 export const esc = (s: unknown): string => String(s ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -115,6 +116,16 @@ function extracted(e: EmailFull): string {
   return `<section class="card extracted" aria-labelledby="extracted-h"><h2 id="extracted-h">${e.codes.length > 0 ? 'Code' : 'Action'} <span class="muted">(found in this email: it is written by the sender)</span></h2>${codes}${link}</section>`;
 }
 
+/** A header value with its encoded words decoded; as received when it has none or they are broken. */
+function decodeHeader(value: string): string {
+  if (!value.includes('=?')) return value;
+  try {
+    return decodeWords(value);
+  } catch {
+    return value;
+  }
+}
+
 /** The email's own HTML is never part of this page: only the address of its isolated frame. */
 export function emailPage(assets: Assets, e: EmailFull): string {
   const hasHtml = e.htmlBody !== null && e.htmlBody.trim() !== '';
@@ -126,7 +137,11 @@ export function emailPage(assets: Assets, e: EmailFull): string {
 <h2 id="att-h">Attachments (${e.attachments.length})</h2>
 <ul>${e.attachments.map((a) => `<li><a class="download" href="/api/v1/emails/${esc(e.id)}/attachments/${esc(encodeURIComponent(a.id))}" download="${esc(a.filename)}">${esc(a.filename)}</a> <span class="muted">${esc(humanSize(a.sizeBytes))} · ${esc(a.contentType)}</span></li>`).join('')}</ul>
 </section>`;
-  const headers = e.headers.map((h) => `<tr><th scope="row">${esc(h.name)}</th><td>${esc(h.value)}</td></tr>`).join('');
+  // decoded (RFC 2047 encoded words) by default, the value as received one click away
+  const headers = e.headers.map((h) => {
+    const decoded = decodeHeader(h.value);
+    return `<tr><th scope="row">${esc(h.name)}</th><td><span class="hv-decoded">${esc(decoded)}</span><span class="hv-raw" hidden>${esc(h.value)}</span></td></tr>`;
+  }).join('');
   const body = `<nav class="crumbs"><a id="back" href="${esc(inboxPath(e.address))}">← ${esc(e.address)}</a></nav>
 <article class="email">
 <h1 class="subject">${e.subject ? esc(e.subject) : '<span class="muted">(no subject)</span>'}</h1>
@@ -152,6 +167,7 @@ ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html"
 ${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkify>${esc(e.textBody.trimEnd())}</pre>` : '<p class="muted">This email has no plain-text part.</p>'}
 </section>
 <section id="panel-headers" role="tabpanel" aria-labelledby="tab-headers" class="panel" hidden>
+<p><button id="headers-raw" type="button" aria-pressed="false">Show raw values</button></p>
 <div class="table-wrap"><table class="headers"><tbody>${headers}</tbody></table></div>
 </section>
 <section id="panel-source" role="tabpanel" aria-labelledby="tab-source" class="panel" hidden>

@@ -285,6 +285,21 @@ test('the list: display names (address on hover), unread until opened, search na
   await screenshots(page, 'inbox-search');
 });
 
+test('the headers tab shows encoded words decoded, with a toggle to the raw values', async () => {
+  const box = `hdr${Date.now()}@ephemail.test`;
+  await svc.send({ from: 'Jürgen Müller <j@example.de>', to: box, subject: 'Grüße aus Köln', text: 'x' });
+  const [e] = (await (await svc.api(`/api/v1/inboxes/${box}/emails`)).json()).data;
+  await page.goto(`${svc.http}/inbox/${box}/${e.id}`);
+  await page.click('#tab-headers');
+  const subjectRow = page.locator('#panel-headers tr', { hasText: 'Subject' });
+  assert.equal(await subjectRow.locator('.hv-decoded').innerText(), 'Grüße aus Köln');
+  assert.equal(await subjectRow.locator('.hv-raw').isHidden(), true);
+  await page.click('#headers-raw');
+  assert.match(await subjectRow.locator('.hv-raw').innerText(), /=\?UTF-8\?/i);
+  assert.equal(await subjectRow.locator('.hv-decoded').isHidden(), true);
+  assert.equal(await page.locator('#headers-raw').getAttribute('aria-pressed'), 'true');
+});
+
 test('dark mode and phone width render every page', async () => {
   await page.emulateMedia({ colorScheme: 'dark' });
   await svc.send({ to: address, from: 'Carol <carol@example.com>', subject: 'Dark mode check', text: 'd' });

@@ -403,6 +403,17 @@
       });
     }
 
+    const rawToggle = $('#headers-raw');
+    if (rawToggle) {
+      rawToggle.addEventListener('click', () => {
+        const raw = rawToggle.getAttribute('aria-pressed') !== 'true';
+        rawToggle.setAttribute('aria-pressed', String(raw));
+        rawToggle.textContent = raw ? 'Show decoded values' : 'Show raw values';
+        for (const e of document.querySelectorAll('.hv-raw')) e.hidden = !raw;
+        for (const e of document.querySelectorAll('.hv-decoded')) e.hidden = raw;
+      });
+    }
+
     const load = $('#load-images');
     if (load) {
       load.addEventListener('click', () => {
