@@ -66,6 +66,25 @@ test(`more than ${STREAMS_PER_IP} streams from one IP are refused with 429; clos
   again.close();
 });
 
+test('with every stream slot of its network taken, the page still lists the inbox (from the API) and says it is not live', async () => {
+  const own = await startService(); // streams of the default lifetime: the held ones stay
+  const address = 'refused@ephemail.test';
+  const held = [];
+  const p = await browser.newPage();
+  try {
+    await own.send({ to: address, subject: 'Listed without a stream', text: 'x' });
+    for (let i = 0; i < STREAMS_PER_IP + 1; i++) held.push(await openStream(`${own.http}/web/events/other${i}@ephemail.test`));
+    assert.ok(held.some((r) => r.status === 429), 'the cap is reached');
+    await p.goto(`${own.http}/inbox/${address}`);
+    await p.locator('#emails li', { hasText: 'Listed without a stream' }).waitFor({ timeout: 5000 });
+    await p.locator('#status-text', { hasText: 'Not live' }).waitFor({ timeout: 5000 });
+  } finally {
+    await p.close();
+    for (const r of held) r.close();
+    await own.stop();
+  }
+});
+
 test('a malformed address or a foreign domain gets no stream', async () => {
   assert.equal((await fetch(`${svc.http}/web/events/not-an-address`)).status, 400);
   assert.equal((await fetch(`${svc.http}/web/events/a@elsewhere.test`)).status, 404);
