@@ -14,6 +14,7 @@ import { createMetrics, timedStore } from './metrics.ts';
 import type { Core } from './services/core.ts';
 import { createViewService } from './services/views.ts';
 import { createWaitRegistry } from './services/wait.ts';
+import { createWebhookService } from './services/webhooks.ts';
 import { createSmtpReceiver, createSmtpReceiverWithTls, type SmtpListener } from './smtp/server.ts';
 import { createSqliteStore } from './store/sqlite/sqlite-store.ts';
 import type { Store } from './store/store.ts';
@@ -82,6 +83,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   const store = metrics ? timedStore(backends.store, metrics.storeSeconds) : backends.store;
   let boundHttpPort = config.httpPort;
   let smtpListener: SmtpListener | null = null;
+  const baseUrl = () => config.publicUrl ?? `http://localhost:${boundHttpPort}`;
   const core: Core = {
     config,
     store,
@@ -91,8 +93,9 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     log,
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits }),
     views: createViewService(store, config, log, { onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
+    webhooks: createWebhookService({ store, config, clock, log, metrics, baseUrl }),
     metrics,
-    baseUrl: () => config.publicUrl ?? `http://localhost:${boundHttpPort}`,
+    baseUrl,
     smtpRunning: () => smtpListener?.running ?? false,
   };
   const smtp = config.smtpTls.mode === 'off' ? createSmtpReceiver(core) : await createSmtpReceiverWithTls(core);
@@ -100,6 +103,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   if (metrics) {
     metrics.watch('ephemail_waits_held', 'Long-polls held now (HTTP wait and MCP check_inbox)', () => core.waits.held);
     metrics.watch('ephemail_smtp_connections', 'SMTP connections open now', () => smtp.server.connections.size);
+    metrics.watch('ephemail_webhook_deliveries_in_flight', 'Webhook deliveries this node runs now', () => core.webhooks.inFlight);
   }
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()));
 
@@ -123,6 +127,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
       // the first read of a message derives its views: a worker ready for it keeps that read fast
       setTimeout(() => core.views.warm(), 200).unref();
       sweeper = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
+      core.webhooks.start();
       sweeper.unref();
       const host = (a: AddressInfo) => (a.family === 'IPv6' ? `[${a.address}]` : a.address);
       const urls = { http: `http://${host(httpAddr)}:${httpAddr.port}`, smtp: `${host(smtpAddr)}:${smtpAddr.port}` };
@@ -136,6 +141,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         core.waits.releaseAll(); // held polls answer with their (empty) result
         await app.close();
         await smtpClosed;
+        await core.webhooks.stop();
         await bus.close();
         await limiter.close();
         await core.views.close();

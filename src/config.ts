@@ -33,6 +33,8 @@ export interface Config {
   maxHeldWaits: number;
   /** GET /metrics (Prometheus text) on; EPHEMAIL_METRICS=false switches it off. */
   metrics: boolean;
+  /** Webhooks: whether loopback/private/link-local receivers are allowed, how many per key, deliveries one node runs at once. */
+  webhooks: { allowPrivate: boolean; perKey: number; maxInFlight: number };
   /** SMTP AUTH: not offered (default), or offered and any credentials accepted (apps that insist on logging in). */
   smtpAuth: 'off' | 'accept-any';
   /** STARTTLS: off (default), a certificate made at start, or the operator's PEM files. */
@@ -175,6 +177,11 @@ export function loadConfig(env: Env = process.env): Config {
     keysPerIpPerDay: int(env, 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', 3, 0),
     maxHeldWaits: int(env, 'EPHEMAIL_MAX_HELD_WAITS', 10_000, 0),
     metrics: bool(env, 'EPHEMAIL_METRICS', true),
+    webhooks: {
+      allowPrivate: bool(env, 'EPHEMAIL_WEBHOOK_ALLOW_PRIVATE', false),
+      perKey: int(env, 'EPHEMAIL_WEBHOOKS_PER_KEY', 10, 0),
+      maxInFlight: int(env, 'EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT', 64, 1),
+    },
     smtpAuth: smtpAuth(env),
     smtpTls: smtpTls(env),
     logLevel,

@@ -1,6 +1,6 @@
 // Prometheus metrics (prom-client), one registry per service instance (no global state): SMTP
 // acceptance, refusals by reason, bytes and time from DATA end to 250; HTTP requests by route and
-// status; derivation time; waits and streams held; store operation latency. Served at GET /metrics
+// status; derivation time; waits and streams held; store operation latency; webhook attempts. Served at GET /metrics
 // outside the quota; EPHEMAIL_METRICS=false switches it off. docs/operations.md has example alerts.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Store } from './store/store.ts';
@@ -14,6 +14,8 @@ export interface Metrics {
   httpRequests: Counter<'method' | 'route' | 'status'>;
   derivationSeconds: Histogram<'outcome'>;
   storeSeconds: Histogram<'op'>;
+  webhookDeliveries: Counter<'status'>;
+  webhookSeconds: Histogram;
   /** Gauges read when scraped. */
   watch(name: string, help: string, read: () => number): void;
 }
@@ -30,6 +32,8 @@ export function createMetrics(): Metrics {
     httpRequests: new Counter({ name: 'ephemail_http_requests_total', help: 'HTTP requests by method, matched route pattern and status', labelNames: ['method', 'route', 'status'], registers: [registry] }),
     derivationSeconds: new Histogram({ name: 'ephemail_derivation_seconds', help: 'Time to derive a message\'s views (parse, sanitize, text, codes, links) in a worker, by outcome', labelNames: ['outcome'], buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [registry] }),
     storeSeconds: new Histogram({ name: 'ephemail_store_operation_seconds', help: 'Store operation latency by operation', labelNames: ['op'], buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers: [registry] }),
+    webhookDeliveries: new Counter({ name: 'ephemail_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retrying, gave_up)', labelNames: ['status'], registers: [registry] }),
+    webhookSeconds: new Histogram({ name: 'ephemail_webhook_attempt_seconds', help: 'Time of one webhook delivery attempt (DNS, connect, response)', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [registry] }),
     watch(name, help, read) {
       new Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
     },

@@ -1,13 +1,14 @@
 // The one error type of the service (spec: Errors). Every edge translates it in one place:
 // the HTTP envelope (http/plugins/errors.ts), the MCP isError result (mcp/), the SMTP reply (smtp/).
 
-/** Error types and their HTTP statuses. `address_in_use` is the one added type (DECISIONS.md). */
+/** Error types and their HTTP statuses. `address_in_use` (DECISIONS.md) and `too_many_webhooks` (docs/push.md) are added types. */
 export const ERROR_STATUS = {
   invalid_request: 400,
   unauthorized: 401,
   key_required: 401,
   not_found: 404,
   address_in_use: 409,
+  too_many_webhooks: 409,
   rate_limited: 429,
   quota_exceeded: 429,
   too_many_waiters: 429,
@@ -24,6 +25,7 @@ export const ERROR_MEANING: Record<ErrorType, string> = {
   key_required: 'The feature (currently only `wait`) needs an API key.',
   not_found: 'No such resource; most often the email expired (about one hour after arrival).',
   address_in_use: 'An explicit local_part was asked for, but that address already holds mail. Delete its mail first, or omit local_part for a random empty address.',
+  too_many_webhooks: 'The key already has its maximum number of webhooks (10 by default); delete one first.',
   rate_limited: 'Per-minute limit exceeded; the retry-after header gives seconds.',
   quota_exceeded: 'Daily quota exhausted; it resets at 00:00 UTC and waiting for the minute window does not help.',
   too_many_waiters: 'The key already has its maximum long-polls in flight.',

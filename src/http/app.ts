@@ -13,6 +13,7 @@ import { ipBucket } from '../domain/limits.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
 import { countRequests, registerProbes } from './probes.ts';
 import { registerRoutes } from './routes.ts';
+import { registerWebhookRoutes } from './webhook-routes.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
 export const BODY_LIMIT = 64 * 1024;
@@ -145,6 +146,7 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
   registerCaller(app, core);
   registerUrlGuard(app);
   registerRoutes(app, core);
+  registerWebhookRoutes(app, core);
   registerProbes(app, core);
   app.get('/api/v1/openapi.json', {
     config: { quota: 'peek' },

@@ -26,6 +26,7 @@ export async function registerOpenApi(app: FastifyInstance, core: Core): Promise
         { name: 'keys', description: 'Free API keys and identity' },
         { name: 'inboxes', description: 'Domains and addresses' },
         { name: 'emails', description: 'Reading and deleting mail' },
+        { name: 'webhooks', description: 'Signed HTTP callbacks for new mail (Standard Webhooks), retried for the mail\'s lifetime. Additive.' },
       ],
       components: {
         securitySchemes: {
@@ -47,7 +48,8 @@ export async function registerOpenApi(app: FastifyInstance, core: Core): Promise
           for (const p of (op.parameters ?? []) as Record<string, any>[]) {
             if (p.in === 'query' && p.schema && 'default' in p.schema) p.required = false;
           }
-          if (op.requestBody) op.requestBody.required = false;
+          // (a body whose schema names required fields, such as a webhook's, stays required)
+          if (op.requestBody) op.requestBody.required = Boolean(op.requestBody.content?.['application/json']?.schema?.required?.length);
           for (const [status, res] of Object.entries((op.responses ?? {}) as Record<string, any>)) {
             res.headers = {
               ...(res.headers ?? {}),

@@ -8,6 +8,7 @@ import type { Metrics } from '../metrics.ts';
 import type { Store } from '../store/store.ts';
 import type { ViewService } from './views.ts';
 import type { WaitRegistry } from './wait.ts';
+import type { WebhookService } from './webhooks.ts';
 
 export interface Core {
   config: Config;
@@ -19,6 +20,8 @@ export interface Core {
   waits: WaitRegistry;
   /** Derived views of stored messages (bodies, attachments, agent text). */
   views: ViewService;
+  /** Webhook registrations and this node's delivery worker. */
+  webhooks: WebhookService;
   /** Prometheus metrics, or null when EPHEMAIL_METRICS=false. */
   metrics: Metrics | null;
   /** `{base_url}`: EPHEMAIL_PUBLIC_URL, or http://localhost:<bound port> once HTTP listens. */

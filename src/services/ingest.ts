@@ -10,6 +10,8 @@ export async function ingest(core: Core, message: MessageSummary, recipients: st
   const { raw, sender, subject, hasAttachments } = message;
   const emails: NewEmail[] = [...new Set(recipients)].map((address) => ({ address, sender, subject, hasAttachments, mailedBy, receivedAt, expiresAt, raw }));
   const stored = await core.store.addEmails(emails);
+  // webhook events are queued durably before the 250 too: a crash after it loses none
+  await core.webhooks.enqueueFor(stored);
   for (const s of stored) {
     core.bus.publish(s.address, s.id).catch((err) => core.log.warn({ err }, 'wake-up publish failed; held polls will see the mail at their deadline'));
   }

@@ -2,6 +2,7 @@
 // pass test/conformance/store.suite.ts unchanged. All times are epoch milliseconds; `now` is passed
 // in (time is injected) and reads never return an email whose expiresAt <= now.
 // A store returns null/false/0 for "missing"; an unreachable backend throws StoreUnavailableError.
+import type { WebhookStore } from './webhooks.ts';
 
 /** What every email has, from its envelope and arrival (summaries carry these). */
 interface Arrival {
@@ -84,6 +85,9 @@ export interface StoreCapabilities {
 
 export interface Store {
   readonly capabilities: StoreCapabilities;
+
+  /** Webhook registrations and their durable delivery queue (webhooks.ts). */
+  readonly webhooks: WebhookStore;
 
   /**
    * Stores the emails atomically (all or none) and returns their summaries in input order, with ids

@@ -9,6 +9,7 @@ import { busSuite } from './bus.suite.ts';
 import { limiterSuite } from './limiter.suite.ts';
 import { redisHarness } from './redis-harness.ts';
 import { storeSuite } from './store.suite.ts';
+import { webhookSuite } from './webhooks.suite.ts';
 
 let cluster: RedisCluster | null = null;
 const url = () => cluster!.url;
@@ -22,6 +23,7 @@ if (!SKIP_SERVER) {
   });
 }
 storeSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
+webhookSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 
 limiterSuite('redis cluster (3 masters)', {
   skip: SKIP_SERVER,

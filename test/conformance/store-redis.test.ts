@@ -2,6 +2,8 @@
 import { SKIP_REDIS, TEST_REDIS_URL } from '../redis/servers.ts';
 import { redisHarness } from './redis-harness.ts';
 import { storeSuite } from './store.suite.ts';
+import { webhookSuite } from './webhooks.suite.ts';
 
 const h = redisHarness(() => TEST_REDIS_URL);
 storeSuite('redis', { open: h.open, cleanup: h.cleanup, skip: SKIP_REDIS });
+webhookSuite('redis', { open: h.open, cleanup: h.cleanup, skip: SKIP_REDIS });

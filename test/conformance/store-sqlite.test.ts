@@ -7,13 +7,16 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail, rawMessage, storeSuite } from './store.suite.ts';
+import { webhookSuite } from './webhooks.suite.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-store-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 
 storeSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
+webhookSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 storeSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
+webhookSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
 
 async function bytesOf(chunks: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
   const parts: Buffer[] = [];

@@ -23,6 +23,8 @@ export interface Node {
   /** Whether the process is still running. */
   alive(): boolean;
   stop(): Promise<number | null>;
+  /** SIGKILL: the process dies where it is, with no shutdown. */
+  kill(): Promise<void>;
 }
 
 export async function startNode(name: string, env: Record<string, string>): Promise<Node> {
@@ -79,6 +81,12 @@ export async function startNode(name: string, env: Record<string, string>): Prom
       }
     },
     alive: () => child.exitCode === null && child.signalCode === null,
+    async kill() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((r) => child.once('exit', () => r()));
+      child.kill('SIGKILL');
+      await exited;
+    },
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));

@@ -7,6 +7,7 @@ import type { EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, 
 import { call, closing, type RedisClient } from './client.ts';
 import { addressSlot, idSlot, type Keyspace } from './keys.ts';
 import * as lua from './scripts.ts';
+import { createRedisWebhooks } from './webhooks.ts';
 
 const CHUNK = 256 * 1024;
 const SWEEP_BATCH = 500;
@@ -167,6 +168,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
 
   return {
     capabilities: { sharedAcrossProcesses: true, orderedAcrossInboxes: !cluster },
+    webhooks: createRedisWebhooks(client, k.prefix),
     addEmails: (emails) => call(() => addEmails(emails)),
     listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
     hasEmails: (address, now) => call(async () => (await listEmails(address, { limit: 1 }, now)).length > 0),

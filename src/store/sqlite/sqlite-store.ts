@@ -10,6 +10,7 @@ import { StoreUnavailableError } from '../../domain/errors.ts';
 import { createListCache } from './caches.ts';
 import { groupCommit, type WriteJob } from './group-commit.ts';
 import { MIGRATIONS } from './migrations.ts';
+import { createSqliteWebhooks } from './webhooks.ts';
 import type { EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, Store, StoredBytes, StoredEmail } from '../store.ts';
 
 const CHUNK = 256 * 1024;
@@ -167,6 +168,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
 
   return {
     capabilities: { sharedAcrossProcesses: false, orderedAcrossInboxes: true },
+    webhooks: createSqliteWebhooks(db, guard),
     addEmails,
     listEmails: (address: string, query: ListQuery, now: number) =>
       guard(() => {

@@ -1,0 +1,124 @@
+// One webhook POST, guarded against SSRF: the host is resolved here, every address it resolves to
+// must be public (unless allowed), and the connection goes to the address that was checked (the
+// lookup hook of http.request), so a DNS answer that changes between check and connect (rebinding)
+// cannot reach an internal address. An IP literal is checked before any connection is made.
+// Redirects are not followed; the response body is read up to 64 KiB and dropped.
+import { lookup as dnsLookup } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { isPublicAddress, parseWebhookUrl, refusedAddressMessage } from '../domain/webhook-url.ts';
+
+export interface ResolvedAddress {
+  address: string;
+  family: number;
+}
+/** Resolves a host name to all its addresses (dns.lookup by default; tests inject one). */
+export type Resolve = (hostname: string) => Promise<ResolvedAddress[]>;
+
+export const systemResolve: Resolve = (hostname) =>
+  new Promise((resolve, reject) => dnsLookup(hostname, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))));
+
+export interface SendOptions {
+  allowPrivate: boolean;
+  timeoutMs: number;
+  resolve?: Resolve;
+}
+
+export interface SendResult {
+  /** The receiver's status, or null when no response came. */
+  status: number | null;
+  /** Why it is not a success (null on 2xx). */
+  error: string | null;
+  /** Whether nothing was sent because the address is refused. */
+  refused: boolean;
+}
+
+const BODY_READ_MAX = 64 * 1024;
+const agents = {
+  http: new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 30_000 }),
+  https: new https.Agent({ keepAlive: true, maxSockets: 256, timeout: 30_000 }),
+};
+
+class RefusedAddress extends Error {}
+
+/** Checks a URL's host the way a delivery will (for registration): null when it may be called. */
+export async function checkDestination(raw: string, allowPrivate: boolean, resolve: Resolve = systemResolve, timeoutMs = 3000): Promise<string | null> {
+  const parsed = parseWebhookUrl(raw);
+  if (typeof parsed === 'string') return parsed;
+  if (allowPrivate) return null;
+  if (parsed.literal !== null) return isPublicAddress(parsed.literal) ? null : refusedAddressMessage(parsed.literal);
+  let addresses: ResolvedAddress[];
+  try {
+    addresses = await withTimeout(resolve(parsed.url.hostname), timeoutMs);
+  } catch {
+    return null; // not resolvable now: every delivery resolves and checks again
+  }
+  const bad = addresses.find((a) => !isPublicAddress(a.address));
+  return bad ? `${parsed.url.hostname} resolves to ${refusedAddressMessage(bad.address)}` : null;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('timed out')), ms);
+    p.then((v) => { clearTimeout(t); resolve(v); }, (e) => { clearTimeout(t); reject(e); });
+  });
+}
+
+export function postWebhook(raw: string, headers: Record<string, string>, body: string, options: SendOptions): Promise<SendResult> {
+  const parsed = parseWebhookUrl(raw);
+  if (typeof parsed === 'string') return Promise.resolve({ status: null, error: parsed, refused: true });
+  const { url, literal } = parsed;
+  if (literal !== null && !options.allowPrivate && !isPublicAddress(literal)) {
+    return Promise.resolve({ status: null, error: refusedAddressMessage(literal), refused: true });
+  }
+  const resolve = options.resolve ?? systemResolve;
+  // node calls this for host names only; each answer is checked, and the connection uses it
+  const lookup: LookupFunction = (hostname, opts, cb) => {
+    resolve(hostname).then((all) => {
+      const bad = options.allowPrivate ? undefined : all.find((a) => !isPublicAddress(a.address));
+      if (bad) return cb(new RefusedAddress(`${hostname} resolves to ${refusedAddressMessage(bad.address)}`), '', 4);
+      const usable = opts.family === 4 || opts.family === 6 ? all.filter((a) => a.family === opts.family) : all;
+      if (usable.length === 0) return cb(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 4);
+      if (opts.all) return (cb as unknown as (e: null, a: ResolvedAddress[]) => void)(null, usable);
+      cb(null, usable[0].address, usable[0].family);
+    }, (err: Error) => cb(err as NodeJS.ErrnoException, '', 4));
+  };
+  const mod = url.protocol === 'https:' ? https : http;
+  return new Promise((done) => {
+    let settled = false;
+    const finish = (r: SendResult) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      done(r);
+    };
+    const req = mod.request(url, {
+      method: 'POST',
+      agent: url.protocol === 'https:' ? agents.https : agents.http,
+      lookup,
+      headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'user-agent': 'ephemail-webhooks/1' },
+    });
+    const timer = setTimeout(() => {
+      finish({ status: null, error: `no response within ${options.timeoutMs / 1000} s`, refused: false });
+      req.destroy();
+    }, options.timeoutMs);
+    req.on('response', (res) => {
+      const status = res.statusCode ?? 0;
+      let read = 0;
+      res.on('data', (chunk: Buffer) => {
+        read += chunk.length;
+        if (read > BODY_READ_MAX) res.destroy();
+      });
+      const end = () => finish(status >= 200 && status < 300 ? { status, error: null, refused: false } : { status, error: `HTTP ${status}`, refused: false });
+      res.on('end', end);
+      res.on('close', end);
+      res.on('error', end);
+    });
+    req.on('error', (err: Error & { code?: string }) => {
+      if (err instanceof RefusedAddress) return finish({ status: null, error: err.message, refused: true });
+      finish({ status: null, error: err.code ? `${err.code}: ${err.message}` : err.message, refused: false });
+    });
+    req.end(body);
+  });
+}

@@ -1,0 +1,249 @@
+// Webhooks: registration by a key, and the delivery worker every node runs. Mail is queued durably
+// before its 250 (ingest.ts), so a crash loses no event; any node claims due jobs with a lease, so an
+// event goes to one node at a time and a dead node's jobs come back when the lease runs out
+// (at-least-once, once across nodes when nodes live). Signed with Standard Webhooks; retried on an
+// exponential backoff for the email's lifetime (docs/push.md "Webhooks").
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import { Webhook } from 'standardwebhooks';
+import type { Config } from '../config.ts';
+import { parseAddress } from '../domain/address.ts';
+import type { Clock } from '../domain/clock.ts';
+import { AppError } from '../domain/errors.ts';
+import type { Metrics } from '../metrics.ts';
+import type { EmailSummary, Store } from '../store/store.ts';
+import type { DeliveryAttempt, DeliveryJob, WebhookRecord } from '../store/webhooks.ts';
+import { checkDestination, postWebhook, type Resolve } from './webhook-send.ts';
+
+/** A receiver has this long to answer. */
+export const DELIVERY_TIMEOUT_MS = 10_000;
+/** A claimed job is another node's again after this (a node that died mid-delivery). */
+export const LEASE_MS = DELIVERY_TIMEOUT_MS + 5_000;
+/** First retry after about 1 s, doubling, at most 10 minutes apart, for the email's lifetime. */
+export const RETRY_FIRST_MS = 1000;
+export const RETRY_MAX_MS = 10 * 60_000;
+/** How often a node looks for due jobs (its own new mail wakes it at once). */
+const POLL_MS = 500;
+
+export interface WebhookInput {
+  url: string;
+  address: string;
+}
+
+export interface WebhookService {
+  register(keyHash: string, input: WebhookInput): Promise<WebhookRecord>;
+  list(keyHash: string): Promise<WebhookRecord[]>;
+  remove(keyHash: string, id: string): Promise<void>;
+  deliveries(keyHash: string, id: string, limit: number): Promise<{ webhook: WebhookRecord; attempts: DeliveryAttempt[]; pending: number }>;
+  /** Queues one event per matching webhook for each stored email; durable when it resolves. */
+  enqueueFor(emails: EmailSummary[]): Promise<void>;
+  /** Deliveries running on this node now. */
+  readonly inFlight: number;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export interface WebhookDeps {
+  store: Store;
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics | null;
+  baseUrl(): string;
+  /** DNS (tests inject answers; the default is the system resolver). */
+  resolve?: Resolve;
+  random?: () => number;
+}
+
+const token = (bytes: number) => randomBytes(bytes).toString('base64url');
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** Delay before retry `n` (1 = after the first failure): doubling from 1 s, capped, ±20 % jitter. */
+export function retryDelay(n: number, random: () => number = Math.random): number {
+  const base = Math.min(RETRY_FIRST_MS * 2 ** Math.min(n - 1, 20), RETRY_MAX_MS);
+  return Math.round(base * (0.8 + 0.4 * random()));
+}
+
+/** The webhook target for an `address` field: a full address or `*@<domain>`, on an active domain. */
+export function webhookTarget(config: Config, raw: string): string {
+  const s = raw.trim().toLowerCase();
+  if (s.startsWith('*@')) {
+    const domain = s.slice(2);
+    if (!config.domains.includes(domain)) throw new AppError('invalid_request', `address ${JSON.stringify(raw.slice(0, 100))}: ${domain} is not a domain of this service; active domains: ${config.domains.join(', ')}`);
+    return s;
+  }
+  const addr = parseAddress(s);
+  if (!addr) throw new AppError('invalid_request', `address ${JSON.stringify(raw.slice(0, 100))} is neither an email address nor *@<domain>`);
+  if (!config.domains.includes(addr.domain)) throw new AppError('invalid_request', `address ${JSON.stringify(raw.slice(0, 100))}: ${addr.domain} is not a domain of this service; active domains: ${config.domains.join(', ')}`);
+  return addr.address;
+}
+
+export function createWebhookService(deps: WebhookDeps): WebhookService {
+  const { store, config, clock, log } = deps;
+  const hooks = store.webhooks;
+  const random = deps.random ?? Math.random;
+  const max = config.webhooks.maxInFlight;
+  let inFlight = 0;
+  let timer: NodeJS.Timeout | null = null;
+  let ticking = false;
+  let again = false;
+  let stopped = false;
+  const running = new Set<Promise<void>>();
+  const outcomes = deps.metrics?.webhookDeliveries;
+  const seconds = deps.metrics?.webhookSeconds;
+
+  function payload(e: EmailSummary): string {
+    const base = deps.baseUrl();
+    return JSON.stringify({
+      type: 'email.received',
+      timestamp: iso(e.receivedAt),
+      data: {
+        id: e.id, address: e.address, sender: e.sender, mailed_by: e.mailedBy, subject: e.subject, has_attachments: e.hasAttachments,
+        received_at: iso(e.receivedAt), expires_at: iso(e.expiresAt),
+        url: `${base}/api/v1/emails/${e.id}`,
+        raw_url: `${base}/api/v1/emails/${e.id}/raw`,
+        web_url: `${base}/inbox/${encodeURIComponent(e.address)}`,
+      },
+    });
+  }
+
+  async function deliver(job: DeliveryJob): Promise<void> {
+    const attempt = job.attempts + 1;
+    const hook = await hooks.getWebhook(job.webhookId);
+    const key = hook && (await store.findKey(hook.keyHash));
+    const t0 = performance.now();
+    let status: DeliveryAttempt['status'];
+    let responseCode: number | null = null;
+    let error: string | null = null;
+    let retryAt: number | null = null;
+    if (!hook || !key || key.revokedAt !== null) {
+      status = 'gave_up';
+      error = !hook ? 'the webhook was deleted' : 'the webhook\'s API key was revoked';
+    } else {
+      const sentAt = new Date(clock.now());
+      const signature = new Webhook(hook.secret).sign(job.id, sentAt, job.payload);
+      const r = await postWebhook(hook.url, {
+        'webhook-id': job.id,
+        'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
+        'webhook-signature': signature,
+      }, job.payload, { allowPrivate: config.webhooks.allowPrivate, timeoutMs: DELIVERY_TIMEOUT_MS, resolve: deps.resolve });
+      responseCode = r.status;
+      error = r.error;
+      const now = clock.now();
+      if (r.error === null) status = 'delivered';
+      else if (r.refused) status = 'gave_up';
+      else {
+        const next = now + retryDelay(attempt, random);
+        if (next < job.expiresAt) {
+          status = 'retrying';
+          retryAt = next;
+        } else status = 'gave_up';
+      }
+    }
+    seconds?.observe((performance.now() - t0) / 1000);
+    outcomes?.labels(status).inc();
+    const record: DeliveryAttempt = { jobId: job.id, emailId: job.emailId, attempt, at: clock.now(), status, responseCode, error, nextRetryAt: retryAt };
+    if (status !== 'delivered') log.info({ webhook_id: job.webhookId, event_id: job.id, attempt, status, response_code: responseCode, error }, 'webhook delivery failed');
+    await hooks.finish(job, job.webhookId, record, retryAt);
+  }
+
+  async function tick(): Promise<void> {
+    if (ticking) {
+      again = true;
+      return;
+    }
+    ticking = true;
+    try {
+      do {
+        again = false;
+        while (!stopped && inFlight < max) {
+          const room = Math.min(max - inFlight, 50);
+          const jobs = await hooks.claim(clock.now(), LEASE_MS, room);
+          for (const job of jobs) {
+            inFlight++;
+            const p = deliver(job)
+              .catch((err) => log.warn({ err, event_id: job.id }, 'webhook delivery not recorded; it is retried when its lease ends'))
+              .finally(() => {
+                inFlight--;
+                running.delete(p);
+                if (!stopped) void tick();
+              });
+            running.add(p);
+          }
+          if (jobs.length < room) break;
+        }
+      } while (again && !stopped);
+    } catch (err) {
+      log.warn({ err }, 'webhook queue not reachable; trying again');
+    } finally {
+      ticking = false;
+    }
+  }
+
+  async function owned(keyHash: string, id: string): Promise<WebhookRecord> {
+    const hook = typeof id === 'string' && id.length <= 100 ? await hooks.getWebhook(id) : null;
+    if (!hook || hook.keyHash !== keyHash) throw new AppError('not_found', `No webhook ${JSON.stringify(String(id).slice(0, 100))} belongs to this key`);
+    return hook;
+  }
+
+  return {
+    get inFlight() {
+      return inFlight;
+    },
+    async register(keyHash, input) {
+      const target = webhookTarget(config, input.address);
+      const refused = await checkDestination(input.url, config.webhooks.allowPrivate, deps.resolve);
+      if (refused) throw new AppError('invalid_request', refused);
+      const record: WebhookRecord = {
+        id: `wh_${token(15)}`, keyHash, url: input.url, target, secret: `whsec_${randomBytes(24).toString('base64')}`, createdAt: clock.now(),
+      };
+      if (!(await hooks.addWebhook(record, config.webhooks.perKey))) {
+        throw new AppError('too_many_webhooks', `This key already has ${config.webhooks.perKey} webhooks; delete one first (DELETE /api/v1/webhooks/{id})`);
+      }
+      return record;
+    },
+    list: (keyHash) => hooks.listWebhooks(keyHash),
+    async remove(keyHash, id) {
+      if (!(await hooks.deleteWebhook(keyHash, id))) await owned(keyHash, id);
+    },
+    async deliveries(keyHash, id, limit) {
+      const webhook = await owned(keyHash, id);
+      const [attempts, pending] = await Promise.all([hooks.listAttempts(id, limit), hooks.pendingCount(id)]);
+      return { webhook, attempts, pending };
+    },
+    async enqueueFor(emails) {
+      if (emails.length === 0) return;
+      const targets = new Set<string>();
+      for (const e of emails) {
+        targets.add(e.address);
+        targets.add(`*@${e.address.slice(e.address.lastIndexOf('@') + 1)}`);
+      }
+      const matched = await hooks.matching([...targets]);
+      if (matched.length === 0) return;
+      const now = clock.now();
+      const jobs: DeliveryJob[] = [];
+      for (const e of emails) {
+        const wild = `*@${e.address.slice(e.address.lastIndexOf('@') + 1)}`;
+        const body = payload(e);
+        for (const h of matched) {
+          if (h.target !== e.address && h.target !== wild) continue;
+          jobs.push({ id: `msg_${token(15)}`, webhookId: h.id, emailId: e.id, payload: body, attempts: 0, dueAt: now, expiresAt: e.expiresAt });
+        }
+      }
+      await hooks.enqueue(jobs);
+      if (jobs.length > 0 && !stopped) setImmediate(() => void tick());
+    },
+    start() {
+      if (timer) return;
+      timer = setInterval(() => void tick(), POLL_MS);
+      timer.unref();
+      void tick();
+    },
+    async stop() {
+      stopped = true;
+      if (timer) clearInterval(timer);
+      // deliveries running finish if they can within a second; the rest are leased and come back
+      await Promise.race([Promise.allSettled([...running]), new Promise((r) => setTimeout(r, 1000).unref())]);
+    },
+  };
+}

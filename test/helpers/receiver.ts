@@ -1,0 +1,60 @@
+// A webhook receiver on loopback (a real HTTP server): records every call with its headers and body,
+// and answers with the status its `answer` function picks (500 for the first calls, say).
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Call {
+  headers: IncomingHttpHeaders;
+  body: string;
+  at: number;
+}
+
+export interface Receiver {
+  url: string;
+  port: number;
+  calls: Call[];
+  /** TCP connections accepted so far (a refused address must never open one). */
+  connections: number;
+  /** Picks the status of call n (0-based). */
+  answer: (n: number, call: Call) => number;
+  /** Resolves once `n` calls have arrived (rejects after `ms`). */
+  until(n: number, ms?: number): Promise<Call[]>;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(answer: (n: number, call: Call) => number = () => 200, port = 0): Promise<Receiver> {
+  const r: Receiver = {
+    url: '',
+    port: 0,
+    calls: [],
+    connections: 0,
+    answer,
+    async until(n, ms = 10_000) {
+      const t0 = Date.now();
+      while (r.calls.length < n) {
+        if (Date.now() - t0 > ms) throw new Error(`receiver: ${r.calls.length} of ${n} calls after ${ms} ms`);
+        await new Promise((res) => setTimeout(res, 20));
+      }
+      return r.calls;
+    },
+    close: () => new Promise<void>((res) => {
+      server.closeAllConnections();
+      server.close(() => res());
+    }),
+  };
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const call: Call = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+      const status = r.answer(r.calls.length, call);
+      r.calls.push(call);
+      res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'no');
+    });
+  });
+  server.on('connection', () => r.connections++);
+  await new Promise<void>((res) => server.listen(port, '127.0.0.1', () => res()));
+  r.port = (server.address() as AddressInfo).port;
+  r.url = `http://127.0.0.1:${r.port}/hook`;
+  return r;
+}
