@@ -15,7 +15,7 @@ export interface Receiver {
   calls: Call[];
   /** TCP connections accepted so far (a refused address must never open one). */
   connections: number;
-  /** Picks the status of call n (0-based). */
+  /** Picks the status of call n (0-based); 0 leaves the call unanswered (a hung receiver). */
   answer: (n: number, call: Call) => number;
   /** Resolves once `n` calls have arrived (rejects after `ms`). */
   until(n: number, ms?: number): Promise<Call[]>;
@@ -49,6 +49,7 @@ export async function startReceiver(answer: (n: number, call: Call) => number = 
       const call: Call = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
       const status = r.answer(r.calls.length, call);
       r.calls.push(call);
+      if (status === 0) return;
       res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'no');
     });
   });

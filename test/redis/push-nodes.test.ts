@@ -1,0 +1,181 @@
+// Push across nodes on one Redis (issue "Push"): three real `ephemail` processes. A stream resumed
+// on another node with Last-Event-ID gets each email exactly once; webhook events from mail received
+// by any node are delivered once across the nodes (never once per node), with retries and valid
+// signatures; a node killed in the middle of a delivery does not lose it.
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, it } from 'node:test';
+import { Webhook } from 'standardwebhooks';
+import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
+import { closeClient } from '../../src/store/redis/redis-store.ts';
+import { startReceiver } from '../helpers/receiver.ts';
+import { startNode, type Node } from './nodes.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis } from './servers.ts';
+
+const prefix = `ephtest:push:${randomUUID().slice(0, 8)}:`;
+const enc = encodeURIComponent;
+const json = { 'content-type': 'application/json' };
+
+function envFor(p: string): Record<string, string> {
+  const u = new URL(TEST_REDIS_URL);
+  return {
+    EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${p}`,
+    EPHEMAIL_SESSION_SECRET: 'push-nodes-test-secret-of-at-least-32-bytes',
+    EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true',
+    EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '20',
+  };
+}
+
+async function mintKey(node: Node): Promise<string> {
+  const res = await node.api('/api/v1/keys', { method: 'POST' });
+  assert.equal(res.status, 201);
+  return ((await res.json()) as { data: { api_key: string } }).data.api_key;
+}
+
+/** Reads an SSE response into events as they come. */
+function readEvents(res: Response) {
+  const events: { id: string; data: any }[] = [];
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buf = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += decoder.decode(chunk, { stream: true });
+        let end: number;
+        while ((end = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          const id = /^id: (.*)$/m.exec(block)?.[1];
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (id && data && /^event: email$/m.test(block)) events.push({ id, data: JSON.parse(data) });
+        }
+      }
+    } catch {
+      // closed
+    }
+  })();
+  return {
+    events,
+    async until(n: number, ms = 10_000) {
+      const t0 = Date.now();
+      while (events.length < n) {
+        if (Date.now() - t0 > ms) throw new Error(`${events.length} of ${n} events after ${ms} ms`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return events;
+    },
+  };
+}
+
+describeRedis('push across three nodes on one Redis', { skip: SKIP_REDIS, concurrency: 1 }, () => {
+  let nodes: Node[] = [];
+  let redis: RedisClient;
+  const extra = `${prefix}solo:`;
+
+  before(async () => {
+    redis = connect(parseRedisUrl(TEST_REDIS_URL));
+    await whenReady(redis, 10_000);
+    nodes = await Promise.all(['A', 'B', 'C'].map((n) => startNode(n, envFor(prefix))));
+  });
+  after(async () => {
+    await Promise.all(nodes.map((n) => n.stop()));
+    await dropPrefix(redis as never, prefix);
+    assert.equal(await countPrefix(redis as never, prefix), 0);
+    await closeClient(redis);
+  });
+
+  it('a stream on B sees mail received by A; resumed on C with Last-Event-ID after mail arrived through all three, each email exactly once', async () => {
+    const [A, B, C] = nodes;
+    const key = await mintKey(A);
+    const auth = { authorization: `Bearer ${key}` };
+    const address = `resume-${randomUUID().slice(0, 8)}@ephemail.test`;
+    const url = (node: Node) => `${node.http}/api/v1/inboxes/${enc(address)}/events`;
+    const first = new AbortController();
+    const s1 = readEvents(await fetch(url(B), { headers: auth, signal: first.signal }));
+    await new Promise((r) => setTimeout(r, 300));
+    await A.send(address, 'm1');
+    const [e1] = await s1.until(1);
+    assert.equal(e1.data.subject, 'm1');
+    first.abort();
+    for (const [node, subject] of [[A, 'm2'], [B, 'm3'], [C, 'm4']] as const) await node.send(address, subject); // the gap
+    const second = new AbortController();
+    const s2 = readEvents(await fetch(url(C), { headers: { ...auth, 'last-event-id': e1.id }, signal: second.signal }));
+    await s2.until(3);
+    await B.send(address, 'm5');
+    await s2.until(4);
+    await new Promise((r) => setTimeout(r, 500));
+    second.abort();
+    assert.deepEqual(s2.events.map((e) => e.data.subject), ['m2', 'm3', 'm4', 'm5'], 'no gap, no duplicate at the seam');
+    assert.deepEqual(s2.events.map((e) => e.id), s2.events.map((e) => e.data.id));
+  });
+
+  it('webhook events of mail received by every node are delivered once across the nodes, retried, and verify', async () => {
+    const [A, B, C] = nodes;
+    const failedFirst = new Set<string>();
+    // the first call of each email fails: every event needs a retry, on whichever node claims it
+    const rx = await startReceiver((_n, call) => {
+      const id = JSON.parse(call.body).data.id as string;
+      if (failedFirst.has(id)) return 200;
+      failedFirst.add(id);
+      return 500;
+    });
+    try {
+      const key = await mintKey(B);
+      const domain = 'ephemail.test';
+      const res = await C.api('/api/v1/webhooks', { method: 'POST', headers: { ...json, authorization: `Bearer ${key}` }, body: JSON.stringify({ url: rx.url, address: `*@${domain}` }) });
+      assert.equal(res.status, 201);
+      const hook = ((await res.json()) as { data: { id: string; secret: string } }).data;
+      const N = 30;
+      const sent: string[] = [];
+      await Promise.all(Array.from({ length: N }, async (_, i) => {
+        const subject = `hook ${i}`;
+        sent.push(subject);
+        await nodes[i % 3].send(`h${i}-${randomUUID().slice(0, 6)}@${domain}`, subject);
+      }));
+      await rx.until(2 * N, 20_000);
+      await new Promise((r) => setTimeout(r, 2500)); // a duplicate would show up by now
+      assert.equal(rx.calls.length, 2 * N, 'two calls per email: the failed one and its retry, never more');
+      const wh = new Webhook(hook.secret);
+      const byEvent = new Map<string, string[]>();
+      for (const c of rx.calls) {
+        const ev = wh.verify(c.body, c.headers as Record<string, string>) as { data: { subject: string } };
+        const id = String(c.headers['webhook-id']);
+        byEvent.set(id, [...(byEvent.get(id) ?? []), ev.data.subject]);
+      }
+      assert.equal(byEvent.size, N, 'one event per email');
+      assert.deepEqual([...byEvent.values()].map((s) => s[0]).sort(), [...sent].sort());
+      const log = (await (await A.api(`/api/v1/webhooks/${hook.id}/deliveries?limit=100`, { headers: { authorization: `Bearer ${key}` } })).json()) as { data: { status: string }[]; meta: { pending: number } };
+      assert.equal(log.data.filter((d) => d.status === 'delivered').length, N);
+      assert.equal(log.data.filter((d) => d.status === 'retrying').length, N);
+      assert.equal(log.meta.pending, 0);
+    } finally {
+      await rx.close();
+    }
+  });
+
+  it('a node killed in the middle of a delivery does not lose it: another node delivers it when the lease ends', { timeout: 60_000 }, async () => {
+    // one node alone on its own prefix holds the delivery (the receiver never answers), then dies
+    let hang = true;
+    const rx = await startReceiver(() => (hang ? 0 : 200));
+    const solo = await startNode('D', envFor(extra));
+    let next: Node | null = null;
+    try {
+      const key = await mintKey(solo);
+      const address = `killed-${randomUUID().slice(0, 8)}@ephemail.test`;
+      const res = await solo.api('/api/v1/webhooks', { method: 'POST', headers: { ...json, authorization: `Bearer ${key}` }, body: JSON.stringify({ url: rx.url, address }) });
+      assert.equal(res.status, 201);
+      await solo.send(address, 'delivered after a crash');
+      await rx.until(1);
+      await solo.kill(); // dies holding the lease, mid-request
+      hang = false;
+      next = await startNode('E', envFor(extra));
+      const calls = await rx.until(2, 40_000);
+      assert.equal(calls[0].headers['webhook-id'], calls[1].headers['webhook-id'], 'the same event, redelivered');
+      assert.equal(JSON.parse(calls[1].body).data.subject, 'delivered after a crash');
+    } finally {
+      await solo.kill();
+      if (next) await next.stop();
+      await rx.close();
+    }
+  });
+});
