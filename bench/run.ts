@@ -4,12 +4,13 @@
 import { benchApi } from './api.ts';
 import { machineLine, parseArgs, storeLabel } from './lib.ts';
 import { benchLongPoll } from './longpoll.ts';
+import { benchPush } from './push.ts';
 import { benchIngest } from './smtp.ts';
 import { benchStartup } from './startup.ts';
 
 const args = process.argv.slice(2);
 const opts = parseArgs(args);
-const all = ['ingest', 'api', 'longpoll', 'startup'];
+const all = ['ingest', 'api', 'longpoll', 'startup', 'push'];
 const picked = opts.only.length ? opts.only : all;
 const unknown = picked.filter((p) => !all.includes(p));
 if (unknown.length) {
@@ -34,5 +35,9 @@ if (picked.includes('startup') && opts.store === 'redis') console.log('## 4. Sta
 else if (picked.includes('startup')) {
   console.log('## 4. Start-up and idle');
   await benchStartup({ ...opts, compiled: args.includes('--compiled') });
+}
+if (picked.includes('push')) {
+  console.log('## 5. Push: webhooks and event streams');
+  await benchPush(opts);
 }
 console.log(`# done in ${((performance.now() - started) / 1000).toFixed(1)} s — load now ${machineLine().split('load ')[1]}`);

@@ -25,6 +25,26 @@ function schemaText(schema: any, components: Record<string, any>, depth = 0): st
   return `${esc(schema.type ?? 'any')}${bounds.length ? ` (${bounds.join(', ')})` : ''}`;
 }
 
+/** How a receiver checks a webhook call (also in docs/push.md). */
+export const VERIFY_SNIPPET = `import { Webhook } from 'standardwebhooks'; // npm i standardwebhooks
+import { createServer } from 'node:http';
+
+const wh = new Webhook(process.env.EPHEMAIL_WEBHOOK_SECRET!); // the whsec_… secret from POST /api/v1/webhooks
+createServer((req, res) => {
+  let body = '';
+  req.on('data', (c) => (body += c));
+  req.on('end', () => {
+    try {
+      // checks webhook-signature over webhook-id.webhook-timestamp.body, and that the timestamp is within 5 minutes
+      const event = wh.verify(body, req.headers as Record<string, string>) as { type: string; data: { id: string; subject: string; url: string } };
+      console.log(event.type, event.data.subject, event.data.url); // de-duplicate on req.headers['webhook-id']
+      res.writeHead(204).end();
+    } catch {
+      res.writeHead(400).end(); // not from this service
+    }
+  });
+}).listen(3000);`;
+
 export function renderDocs(doc: any, core: Core): string {
   const components = doc.components?.schemas ?? {};
   const ops: string[] = [];
@@ -55,6 +75,9 @@ table{border-collapse:collapse}td,th{border:1px solid rgba(127,127,127,.4);paddi
 <p>Anonymous callers share a bucket per IP (${core.config.anon.perMinute}/min, ${core.config.anon.perDay}/day). A free key (<code>POST /api/v1/keys</code>) sent as <code>Authorization: Bearer &lt;key&gt;</code> or <code>X-API-Key</code> gets ${core.config.key.perMinute}/min, ${core.config.key.perDay}/day and ${core.config.key.concurrentWaits} concurrent waits. Every response carries <code>ratelimit-limit</code>, <code>ratelimit-remaining</code> and <code>ratelimit-reset</code> (seconds until the minute window resets); every 429 carries <code>retry-after</code>. Emails live ${core.config.emailTtlSeconds} seconds.</p>
 <h2 id="errors">Errors</h2><p>Every error is <code>{"error":{"type","message","docs"}}</code>. Branch on <code>type</code>; <code>message</code> may be reworded.</p>
 <table><thead><tr><th>type</th><th>status</th><th>meaning</th></tr></thead><tbody>${errors}</tbody></table>
+<h2 id="webhooks">Webhooks</h2>
+<p><code>POST /api/v1/webhooks</code> with <code>{"url","address"}</code> (an inbox, or <code>*@&lt;domain&gt;</code>) makes the service POST every new email there as an <code>email.received</code> event: <code>{"type":"email.received","timestamp","data":{…the email summary, "url", "raw_url", "web_url"}}</code>. Each call is signed with the <a href="https://www.standardwebhooks.com/">Standard Webhooks</a> scheme (<code>webhook-id</code>, <code>webhook-timestamp</code>, <code>webhook-signature</code>: HMAC-SHA256 with the <code>whsec_</code> secret shown once at creation). Delivery is at-least-once: answer 2xx within 10 s, or the call is retried about 1 s, 2 s, 4 s… later (at most 10 minutes apart) for the email's lifetime; a retried event keeps its <code>webhook-id</code>, so de-duplicate on it. <code>GET /api/v1/webhooks/{id}/deliveries</code> lists recent attempts. Loopback, private, link-local and metadata addresses are refused, at registration and again after DNS at each delivery${core.config.webhooks.allowPrivate ? ' (this instance allows them: EPHEMAIL_WEBHOOK_ALLOW_PRIVATE=true)' : ''}. Verify a call in TypeScript:</p>
+<pre><code>${esc(VERIFY_SNIPPET)}</code></pre>
 <h2 id="endpoints">Endpoints</h2>${ops.join('\n')}
 <h2 id="schemas">Schemas</h2>${schemas}
 </body></html>`;

@@ -49,3 +49,11 @@ test('long-poll fan-out: every held wait is woken by its mail', async () => {
   assert.ok(r.p50.median >= 0 || r.p50.median < 0); // a number, not NaN
   assert.ok(Number.isFinite(r.max.median) && r.heldRssMb.median > 0);
 });
+
+test('push: every message reaches the webhook and the stream; delays and RSS come out as numbers', async () => {
+  const { benchPush } = await import('../../bench/push.ts');
+  const res = await benchPush(quick);
+  assert.equal(res.missing, 0, 'each message got a webhook call and a stream event');
+  for (const s of [res.webhookP50, res.webhookP99, res.streamP50, res.streamP99, res.waitP50]) assert.ok(Number.isFinite(s.median) && s.median >= 0);
+  assert.ok(res.streamsRssMb.median > 10);
+});

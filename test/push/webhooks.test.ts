@@ -82,6 +82,12 @@ describe('webhooks (loopback allowed by the operator)', () => {
       // delivered once: no fourth call
       await new Promise((r) => setTimeout(r, 1500));
       assert.equal(rx.calls.length, 3);
+      // the queue shows in the metrics
+      const metrics = await (await svc.api('/metrics')).text();
+      assert.match(metrics, /^ephemail_webhook_attempts_total\{status="delivered"\} [1-9]/m);
+      assert.match(metrics, /^ephemail_webhook_attempts_total\{status="retrying"\} [2-9]/m);
+      assert.match(metrics, /^ephemail_webhook_attempt_seconds_count [3-9]/m);
+      assert.match(metrics, /^ephemail_webhook_deliveries_in_flight 0/m);
     } finally {
       await rx.close();
     }
