@@ -7,7 +7,7 @@ import type { Bus } from './bus/bus.ts';
 import { createMemoryBus } from './bus/memory.ts';
 import type { Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
-import { buildApp, type Mount } from './http/app.ts';
+import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
 import type { Limiter } from './limiter/limiter.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
@@ -63,6 +63,8 @@ export interface AssembleOptions {
   /** Extra faces (tool endpoint, web pages); defaults to every face this build has. */
   mounts?: Mount[];
   sweepIntervalMs?: number;
+  /** HTTP client timeouts (tests shorten them); defaults: http/app.ts HTTP_TIMEOUTS. */
+  httpTimeouts?: HttpTimeouts;
 }
 
 export async function defaultMounts(): Promise<Mount[]> {
@@ -105,7 +107,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics.watch('ephemail_smtp_connections', 'SMTP connections open now', () => smtp.server.connections.size);
     metrics.watch('ephemail_webhook_deliveries_in_flight', 'Webhook deliveries this node runs now', () => core.webhooks.inFlight);
   }
-  const app = await buildApp(core, options.mounts ?? (await defaultMounts()));
+  const app = await buildApp(core, options.mounts ?? (await defaultMounts()), options.httpTimeouts);
 
   let sweeper: NodeJS.Timeout | null = null;
   let stopped: Promise<void> | null = null;

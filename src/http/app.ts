@@ -47,19 +47,33 @@ declare module 'fastify' {
 /** Extra faces mounted on the same app (the tool endpoint, the web pages), registered by assemble.ts. */
 export type Mount = (app: FastifyInstance, core: Core) => Promise<void> | void;
 
-export async function buildApp(core: Core, mounts: Mount[] = []): Promise<FastifyInstance> {
+/** How long a client may take: the defaults serve everyone; tests pass short ones to see them act. */
+export interface HttpTimeouts {
+  /** The request line and headers must arrive within this (slowloris). */
+  headersMs: number;
+  /** A whole request, body included (above the 30 s wait). */
+  requestMs: number;
+  /** A socket that sends and receives nothing for this long is closed. */
+  idleMs: number;
+  /** How often Node looks for requests past headersMs/requestMs. */
+  checkEveryMs: number;
+}
+export const HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({ headersMs: 30_000, requestMs: 120_000, idleMs: 130_000, checkEveryMs: 5_000 });
+
+export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpTimeouts = HTTP_TIMEOUTS): Promise<FastifyInstance> {
   const app = Fastify({
+    http: { headersTimeout: timeouts.headersMs, requestTimeout: timeouts.requestMs, connectionsCheckingInterval: timeouts.checkEveryMs },
     loggerInstance: core.log as unknown as FastifyBaseLogger,
     // one trusted hop, and only a peer in the configured ranges (the load balancer): the client is
     // the address that proxy appended last, so a client cannot pick its own bucket by sending an
     // X-Forwarded-For of its own, nor by connecting directly
     trustProxy: trustedHop(core.config.trustProxy),
     bodyLimit: BODY_LIMIT,
-    requestTimeout: 120_000, // above the 30 s wait
+    requestTimeout: timeouts.requestMs, // above the 30 s wait
     keepAliveTimeout: 65_000,
     // a socket that sends and receives nothing for this long is closed (slowloris; held waits are
     // at most 30 s, event streams send a heartbeat every 15 s)
-    connectionTimeout: 130_000,
+    connectionTimeout: timeouts.idleMs,
     return503OnClosing: false,
     logController: new LogController({ disableRequestLogging: true }), // per-request lines cost throughput; errors are still logged
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
@@ -85,8 +99,8 @@ export async function buildApp(core: Core, mounts: Mount[] = []): Promise<Fastif
     },
   });
 
-  // the request line and headers must arrive within 30 s (Node's default is 60 s)
-  app.server.headersTimeout = 30_000;
+  // the request line and headers must arrive within 30 s (Node's default is 60 s), checked every 5 s
+  app.server.headersTimeout = timeouts.headersMs;
   app.decorate('endpointList', [] as FastifyInstance['endpointList']);
   app.addHook('onRoute', (route) => {
     if (!route.url.startsWith('/api/v1') || route.method === 'HEAD' || route.schema?.hide) return;
