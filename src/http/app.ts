@@ -166,7 +166,8 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     config: { quota: 'peek' },
     schema: {
       operationId: 'openapi', tags: ['service'], summary: 'This machine-readable contract (OpenAPI 3.1). Outside the quota.',
-      response: { 200: { type: 'object', additionalProperties: true, description: 'The OpenAPI document' } },
+      security: [{}, { bearer: [] }, { apiKey: [] }],
+      response: { 200: { type: 'object', additionalProperties: true, description: 'The OpenAPI document' }, 401: { $ref: 'Error' } },
     },
   }, async () => app.swagger());
   registerDocs(app, core);

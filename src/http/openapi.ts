@@ -18,6 +18,7 @@ export async function registerOpenApi(app: FastifyInstance, core: Core): Promise
       info: {
         title: 'ephemail API',
         version: '1.0.0',
+        license: { name: 'MIT', identifier: 'MIT' },
         description: 'Throwaway, receive-only email inboxes over HTTP. Inboxes are implicit and public; every email is deleted about one hour after arrival. Errors use one envelope: {error:{type,message,docs}}.',
       },
       servers: [{ url: '/' }],

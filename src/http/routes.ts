@@ -74,13 +74,13 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
   app.get('/api/v1', {
     config: { quota: 'peek' },
     schema: {
-      operationId: 'discover', tags: ['service'], summary: 'Service discovery: endpoint index, docs links and the email TTL. Outside the quota.',
+      operationId: 'discover', tags: ['service'], summary: 'Service discovery: endpoint index, docs links and the email TTL. Outside the quota.', security: SECURITY,
       response: { 200: data(Type.Object({
         name: Type.String(), version: Type.String(), email_ttl_seconds: Type.Integer(), domains: Type.Array(Type.String()),
         docs: Type.Object({ html: Type.String(), openapi: Type.String() }),
         mcp: Type.String(), web: Type.String(),
         endpoints: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
-      }), 'Service index'), ...errors() },
+      }), 'Service index'), ...errors('unauthorized') },
     },
   }, async () => ({
     data: {
@@ -98,8 +98,8 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
   app.get('/api/v1/health', {
     config: { quota: 'peek' },
     schema: {
-      operationId: 'health', tags: ['service'], summary: 'Health check: the store answers a trivial query and the SMTP listener runs. Outside the quota.',
-      response: { 200: data(HealthSchema, 'Healthy'), 503: data(HealthSchema, 'Degraded: the failing part is named') },
+      operationId: 'health', tags: ['service'], summary: 'Health check: the store answers a trivial query and the SMTP listener runs. Outside the quota.', security: SECURITY,
+      response: { 200: data(Type.Ref(HealthSchema), 'Healthy'), 401: ErrorRef, 503: data(Type.Ref(HealthSchema), 'Degraded: the failing part is named') },
     },
   }, async (_req, reply) => {
     let database: 'connected' | 'disconnected' = 'connected';
@@ -116,7 +116,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
 
   app.post<{ Body: Static<typeof KeyBody> }>('/api/v1/keys', {
     schema: {
-      operationId: 'createKey', tags: ['keys'], summary: 'Create a free API key (3 per IP per 24 hours). The raw key is shown once.',
+      operationId: 'createKey', tags: ['keys'], summary: 'Create a free API key (3 per IP per 24 hours). The raw key is shown once.', security: SECURITY,
       body: KeyBody,
       response: { 201: data(Type.Ref(ApiKeySchema), 'The new key'), ...errors('invalid_request', 'unauthorized', 'rate_limited', 'quota_exceeded') },
     },

@@ -573,6 +573,18 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            401: {
+                headers: {
+                    "ratelimit-limit": components["headers"]["ratelimit-limit"];
+                    "ratelimit-remaining": components["headers"]["ratelimit-remaining"];
+                    "ratelimit-reset": components["headers"]["ratelimit-reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Default Response */
             500: {
                 headers: {
                     "ratelimit-limit": components["headers"]["ratelimit-limit"];
@@ -606,13 +618,20 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** Health */
-                        data: {
-                            status: "ok" | "degraded";
-                            database: "connected" | "disconnected";
-                            smtp: "running" | "stopped";
-                        };
+                        data: components["schemas"]["Health"];
                     };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    "ratelimit-limit": components["headers"]["ratelimit-limit"];
+                    "ratelimit-remaining": components["headers"]["ratelimit-remaining"];
+                    "ratelimit-reset": components["headers"]["ratelimit-reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description Degraded: the failing part is named */
@@ -625,12 +644,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        /** Health */
-                        data: {
-                            status: "ok" | "degraded";
-                            database: "connected" | "disconnected";
-                            smtp: "running" | "stopped";
-                        };
+                        data: components["schemas"]["Health"];
                     };
                 };
             };
@@ -2070,6 +2084,18 @@ export interface operations {
                     "application/json": {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    "ratelimit-limit": components["headers"]["ratelimit-limit"];
+                    "ratelimit-remaining": components["headers"]["ratelimit-remaining"];
+                    "ratelimit-reset": components["headers"]["ratelimit-reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
         };
