@@ -1,0 +1,72 @@
+// The published package works on its own: `npm pack` of this repository, installed into an empty
+// directory (dependencies from the npm registry, as a user would), then `npx ephemail serve` there
+// answers health, receives a mail over SMTP and lists it. The install prints no EBADENGINE warning
+// under Node 20 (package.json "engines").
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { test } from 'node:test';
+import nodemailer from 'nodemailer';
+
+const root = resolve(import.meta.dirname, '../..');
+
+test('npm pack → install into an empty directory → npx ephemail serve answers health and receives mail', { timeout: 600_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ephemail-pack-'));
+  const app = join(dir, 'app');
+  const env = { ...process.env, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' };
+  let child: ReturnType<typeof spawn> | null = null;
+  try {
+    const pack = spawnSync('npm', ['pack', '--pack-destination', dir], { cwd: root, encoding: 'utf8', env, timeout: 120_000 });
+    assert.equal(pack.status, 0, pack.stderr);
+    const tarball = readdirSync(dir).find((f) => f.endsWith('.tgz'));
+    assert.ok(tarball, `a tarball in ${dir}`);
+
+    spawnSync('mkdir', [app]);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'ephemail-pack-check', version: '1.0.0', private: true }));
+    const install = spawnSync('npm', ['install', '--prefer-offline', join(dir, tarball!)], { cwd: app, encoding: 'utf8', env, timeout: 480_000 });
+    assert.equal(install.status, 0, `npm install: ${install.stderr.slice(-2000)}`);
+    assert.doesNotMatch(install.stderr, /EBADENGINE/, 'no dependency needs a newer Node than "engines" says');
+
+    child = spawn('npx', ['--no-install', 'ephemail', 'serve'], {
+      cwd: app,
+      env: { ...env, EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_STORE: 'sqlite:./data/mail.db' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr!.on('data', (d) => (stderr += d));
+    const started = await new Promise<{ http: string; smtp: string }>((resolveStart, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no 'ephemail started' within 60 s: ${stderr}`)), 60_000);
+      child!.once('exit', (code) => reject(new Error(`exited ${code}: ${stderr}`)));
+      // stdout is read to the end, line by line (an unread pipe would stall the process)
+      createInterface({ input: child!.stdout! }).on('line', (line) => {
+        try {
+          const rec = JSON.parse(line);
+          if (rec.msg === 'ephemail started') {
+            clearTimeout(timer);
+            resolveStart({ http: rec.http, smtp: rec.smtp });
+          }
+        } catch {
+          // a banner line
+        }
+      });
+    });
+    const health = await fetch(`${started.http}/api/v1/health`);
+    assert.equal(health.status, 200);
+    assert.deepEqual((await health.json()).data, { status: 'ok', database: 'connected', smtp: 'running' });
+    const transport = nodemailer.createTransport({ host: '127.0.0.1', port: Number(started.smtp.split(':').pop()), secure: false, ignoreTLS: true });
+    await transport.sendMail({ from: 'a@sender.example', to: 'packed@ephemail.test', subject: 'from the packed build', text: 'hi' });
+    transport.close();
+    const list = await (await fetch(`${started.http}/api/v1/inboxes/packed@ephemail.test/emails`)).json();
+    assert.deepEqual(list.data.map((e: { subject: string }) => e.subject), ['from the packed build']);
+  } finally {
+    if (child && child.exitCode === null) {
+      const exited = new Promise((r) => child!.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
