@@ -161,7 +161,8 @@ ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html"
 <div class="frame-bar">${hasRemoteContent(e.htmlBody ?? '')
     ? '<span class="muted">Shown isolated: no scripts, no forms. Remote images are blocked so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button>'
     : '<span class="muted">Shown isolated: no scripts, no forms, nothing loaded from elsewhere.</span>'}</div>
-<iframe id="body-frame" title="Email body (isolated)" sandbox="allow-popups allow-popups-to-escape-sandbox" referrerpolicy="no-referrer" loading="eager" src="/web/frames/${esc(e.id)}"></iframe>
+<div class="frame-tools"><span class="preview-widths" role="group" aria-label="Preview width"><button type="button" data-width="375" aria-pressed="false">Phone</button><button type="button" data-width="768" aria-pressed="false">Tablet</button><button type="button" data-width="" aria-pressed="true">Full width</button></span><button id="zoom-toggle" type="button" aria-pressed="false" hidden>Zoom 100%</button></div>
+<div class="frame-wrap"><iframe id="body-frame" title="Email body (isolated)" sandbox="allow-same-origin allow-popups allow-popups-to-escape-sandbox" referrerpolicy="no-referrer" loading="eager" src="/web/frames/${esc(e.id)}"></iframe></div>
 </section>` : ''}
 <section id="panel-text" role="tabpanel" aria-labelledby="tab-text" class="panel"${first === 'text' ? '' : ' hidden'}>
 ${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkify>${esc(e.textBody.trimEnd())}</pre>` : '<p class="muted">This email has no plain-text part.</p>'}

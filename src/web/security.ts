@@ -37,7 +37,9 @@ export function frameCsp(remoteImages: boolean, cidPath = ''): string {
     "form-action 'none'",
     "base-uri 'none'",
     "frame-ancestors 'self'",
-    'sandbox allow-popups allow-popups-to-escape-sandbox',
+    // allow-same-origin lets the page's own script read the frame's height and fit its width (there
+    // is no script in the frame to ask: no allow-scripts here nor on the iframe, script-src unset)
+    'sandbox allow-same-origin allow-popups allow-popups-to-escape-sandbox',
   ].join('; ');
 }
 

@@ -226,7 +226,8 @@ test('the same email stored raw, past the sanitizer: the frame alone keeps it in
   // opened directly as a top-level page, the frame document is still sandboxed by its own CSP
   const direct = await w.context.newPage();
   const res = await direct.goto(`${svc.http}/web/frames/${stored.id}`);
-  assert.match(res!.headers()['content-security-policy'], /^default-src 'none'; .*sandbox allow-popups/);
+  assert.match(res!.headers()['content-security-policy'], /^default-src 'none'; .*sandbox allow-same-origin allow-popups allow-popups-to-escape-sandbox$/);
+  assert.doesNotMatch(res!.headers()['content-security-policy'], /allow-scripts|script-src/, 'the frame never gets script');
   await sleep(800);
   assert.equal(await direct.locator('html').getAttribute('data-pwned'), null);
   assert.deepEqual(rec.hits, [], 'the direct frame page loaded nothing remote');
@@ -252,7 +253,7 @@ test('headers: pages and frames carry their CSP; downloads never render', async 
   const list = await (await svc.api('/api/v1/inboxes/victim@ephemail.test/emails')).json();
   const id = list.data[0].id;
   const frame = await svc.api(`/web/frames/${id}`);
-  assert.equal(frame.headers.get('content-security-policy'), `default-src 'none'; style-src 'unsafe-inline'; img-src ${svc.http}/web/frames/${id}/cid/ data:; form-action 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox allow-popups allow-popups-to-escape-sandbox`, 'images only from this email\'s own cid route: never the API');
+  assert.equal(frame.headers.get('content-security-policy'), `default-src 'none'; style-src 'unsafe-inline'; img-src ${svc.http}/web/frames/${id}/cid/ data:; form-action 'none'; base-uri 'none'; frame-ancestors 'self'; sandbox allow-same-origin allow-popups allow-popups-to-escape-sandbox`, 'images only from this email\'s own cid route: never the API; no script (allow-same-origin only lets the page measure the frame: docs/web.md)');
   assert.equal(frame.headers.get('referrer-policy'), 'no-referrer');
   const withImages = await svc.api(`/web/frames/${id}?images=1`);
   assert.match(withImages.headers.get('content-security-policy')!, /img-src \S+\/cid\/ data: http: https:;/);

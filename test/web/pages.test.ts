@@ -114,7 +114,7 @@ test('the email view: sender, recipients, subject, headers, isolated HTML, plain
   assert.match(meta, new RegExp(address.replace('.', '\\.')));
   assert.match(meta, /deleted in/);
   const frameEl = page.locator('iframe#body-frame');
-  assert.equal(await frameEl.getAttribute('sandbox'), 'allow-popups allow-popups-to-escape-sandbox');
+  assert.equal(await frameEl.getAttribute('sandbox'), 'allow-same-origin allow-popups allow-popups-to-escape-sandbox', 'no allow-scripts: the page measures the frame, the mail runs nothing');
   const frame = page.frameLocator('iframe#body-frame');
   await frame.locator('h2', { hasText: 'Invoice' }).waitFor();
   // the cid: image is served from this service and shows (naturalWidth > 0) without remote images

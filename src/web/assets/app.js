@@ -414,6 +414,61 @@
       });
     }
 
+    // The frame fits its content: as tall as the mail (no second scrollbar, no blank box), and a
+    // mail wider than the frame (a 600 px newsletter on a phone) is scaled down to fit, with a
+    // "Zoom 100%" toggle. The page reads the frame's document (same origin, allow-same-origin); the
+    // frame itself runs no script. Preview widths (phone, tablet, full) narrow the frame on wide screens.
+    const frame = $('#body-frame');
+    if (frame) {
+      const zoomBtn = $('#zoom-toggle');
+      let actualSize = false;
+      let observed = null;
+      const fit = () => {
+        let doc;
+        try {
+          doc = frame.contentDocument;
+        } catch {
+          return;
+        }
+        if (!doc || !doc.documentElement || !doc.body) return;
+        const root = doc.documentElement;
+        root.style.overflowY = 'hidden';
+        root.style.zoom = '';
+        const avail = frame.clientWidth;
+        const natural = Math.max(root.scrollWidth, doc.body.scrollWidth);
+        const wide = natural > avail + 1;
+        zoomBtn.hidden = !wide;
+        const scale = wide && !actualSize ? avail / natural : 1;
+        if (scale < 1) root.style.zoom = String(scale);
+        root.style.overflowX = wide && actualSize ? 'auto' : 'hidden';
+        const height = Math.ceil(root.getBoundingClientRect().height * (scale < 1 ? scale : 1));
+        const scrollbar = wide && actualSize ? 20 : 0;
+        frame.style.height = Math.max(height, Math.ceil(doc.body.scrollHeight * (scale < 1 ? scale : 1))) + scrollbar + 2 + 'px';
+        if (observed !== doc.body && typeof ResizeObserver === 'function') {
+          observed = doc.body;
+          new ResizeObserver(() => requestAnimationFrame(fit)).observe(doc.body);
+          doc.addEventListener('load', () => requestAnimationFrame(fit), true); // images arriving
+        }
+      };
+      frame.addEventListener('load', fit);
+      if (frame.contentDocument?.readyState === 'complete') fit();
+      window.addEventListener('resize', () => requestAnimationFrame(fit));
+      zoomBtn.addEventListener('click', () => {
+        actualSize = !actualSize;
+        zoomBtn.setAttribute('aria-pressed', String(actualSize));
+        zoomBtn.textContent = actualSize ? 'Fit to width' : 'Zoom 100%';
+        fit();
+      });
+      for (const b of document.querySelectorAll('.preview-widths button')) {
+        b.addEventListener('click', () => {
+          for (const o of document.querySelectorAll('.preview-widths button')) o.setAttribute('aria-pressed', String(o === b));
+          frame.style.width = b.dataset.width ? b.dataset.width + 'px' : '';
+          frame.style.maxWidth = '100%';
+          requestAnimationFrame(fit);
+        });
+      }
+    }
+
     const load = $('#load-images');
     if (load) {
       load.addEventListener('click', () => {
