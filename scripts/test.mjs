@@ -48,9 +48,44 @@ if (files.length === 0) {
   console.error('no test files found');
   process.exit(1);
 }
-const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-reporter=spec', ...files], {
-  stdio: 'inherit',
-  cwd: root,
-  env: { ...process.env, EPHEMAIL_LOG_LEVEL: process.env.EPHEMAIL_LOG_LEVEL ?? 'silent' },
-});
-child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+// Files that load the whole machine (the packed install compiles better-sqlite3 on every core) run
+// after the others, alone, so they do not slow timing-sensitive tests beside them.
+const SOLO = [/[\\/]test[\\/]cli[\\/]pack\.test\.ts$/];
+const solo = files.filter((f) => SOLO.some((re) => re.test(f)));
+const rest = files.filter((f) => !solo.includes(f));
+
+const totals = new Map();
+function run(list) {
+  return new Promise((done) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-reporter=spec', ...list], {
+      stdio: ['inherit', 'pipe', 'inherit'],
+      cwd: root,
+      env: { ...process.env, EPHEMAIL_LOG_LEVEL: process.env.EPHEMAIL_LOG_LEVEL ?? 'silent' },
+    });
+    let partial = '';
+    child.stdout.on('data', (chunk) => {
+      process.stdout.write(chunk);
+      partial += chunk.toString();
+      const lines = partial.split('\n');
+      partial = lines.pop();
+      for (const line of lines) {
+        const m = /^\u2139 (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) (\d+(?:\.\d+)?)\s*$/.exec(line);
+        if (m) totals.set(m[1], (totals.get(m[1]) ?? 0) + Number(m[2]));
+      }
+    });
+    child.on('exit', (code, signal) => done(code ?? (signal ? 1 : 0)));
+  });
+}
+
+let code = rest.length ? await run(rest) : 0;
+if (solo.length) {
+  if (rest.length) console.log(`\n# then, alone: ${solo.map((f) => f.slice(root.length + 1)).join(', ')}\n`);
+  const soloCode = await run(solo);
+  code = code || soloCode;
+  if (rest.length) {
+    // one summary of both runs, as the last lines
+    console.log('\n# all test files together');
+    for (const [k, v] of totals) console.log(`\u2139 ${k} ${k === 'duration_ms' ? v.toFixed(3) : v}`);
+  }
+}
+process.exit(code);
