@@ -36,6 +36,7 @@ const ListQuery = Type.Object({
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold when the result would be empty. Needs an API key.' }),
   from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive). With wait, the request returns only when a matching email arrives. Additive.' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive). Additive.' })),
+  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text (the plain part, or the HTML part as text) contains this (case-insensitive). Reads at most the 200 nearest bodies per request. Additive.' })),
 });
 const EventsQuery = Type.Object({
   since: Type.Optional(Type.String({ description: 'An email id: replay the stored mail after it first (as Last-Event-ID does)' })),
@@ -45,6 +46,7 @@ const LatestQuery = Type.Object({
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold until a matching email arrives. Needs an API key.' }),
   from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive)' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive)' })),
+  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text contains this (case-insensitive); reads at most the 200 nearest bodies per request' })),
 });
 const KeyBody = Type.Optional(
   Type.Object(
@@ -178,7 +180,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     },
   }, async (request, reply) => {
     const q = request.query;
-    const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, from: q.from, subject: q.subject };
+    const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, from: q.from, subject: q.subject, text: q.text };
     // without wait nothing is held: no slot, no abort signal, no listener on the socket
     if (q.wait <= 0) return listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, await emails.listEmails(core, input));
     return held(request, reply, q.wait, async (signal) =>
@@ -242,7 +244,7 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     },
   }, async (request, reply) => {
     const q = request.query;
-    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, waitSeconds: q.wait };
+    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, text: q.text, waitSeconds: q.wait };
     const answer = (out: Awaited<ReturnType<typeof emails.latestEmail>>) =>
       ({ data: out.email && toWireEmail(core, out.email), meta: { address: out.address, waited: out.waited } });
     if (q.wait <= 0) return answer(await emails.latestEmail(core, input));

@@ -21,10 +21,12 @@ export function resolveInbox(core: Core, raw: string, field = 'address'): Addres
   return addr;
 }
 
-/** Case-insensitive substrings of the decoded From and Subject; both must match when both are given. */
+/** Case-insensitive substrings of the decoded From, Subject and body text; all given must match. */
 export interface MailFilter {
   from?: string;
   subject?: string;
+  /** The body as text (the plain part, or the HTML part as text). */
+  text?: string;
 }
 
 /** Longest filter text accepted. */
@@ -32,6 +34,8 @@ export const FILTER_MAX_CHARS = 200;
 /** A filtered read looks at most this many of an inbox's emails (newest or oldest first, from its cursor). */
 export const FILTER_SCAN_MAX = 5000;
 const SCAN_PAGE = 100;
+/** A body-text filter reads the bodies of at most this many emails per request (each derived once, then kept). */
+export const TEXT_SCAN_MAX = 200;
 
 export interface ListInput extends MailFilter {
   address: string;
@@ -49,16 +53,32 @@ export interface ListOutput {
   waited: boolean;
 }
 
-function checkFilter(filter: MailFilter): ((e: EmailSummary) => boolean) | null {
+type Match = (e: EmailSummary) => boolean | Promise<boolean>;
+
+/** The filter's match function, made fresh for each read (a body filter counts the bodies it reads). */
+function checkFilter(core: Core, filter: MailFilter): (() => Match) | null {
   const parts: [keyof MailFilter, string][] = [];
-  for (const field of ['from', 'subject'] as const) {
+  for (const field of ['from', 'subject', 'text'] as const) {
     const v = filter[field];
     if (v === undefined || v === '') continue;
     if (v.length > FILTER_MAX_CHARS) throw new AppError('invalid_request', `${field} is at most ${FILTER_MAX_CHARS} characters`);
     parts.push([field, v.toLowerCase()]);
   }
   if (parts.length === 0) return null;
-  return (e) => parts.every(([field, needle]) => (field === 'from' ? e.sender : e.subject).toLowerCase().includes(needle));
+  const heads = parts.filter(([f]) => f !== 'text');
+  const body = parts.find(([f]) => f === 'text')?.[1];
+  const head = (e: EmailSummary) => heads.every(([field, needle]) => (field === 'from' ? e.sender : e.subject).toLowerCase().includes(needle));
+  if (body === undefined) return () => head;
+  return () => {
+    let read = 0;
+    return async (e) => {
+      if (!head(e) || read >= TEXT_SCAN_MAX) return false;
+      read++;
+      const row = await core.store.getEmail(e.id, core.clock.now());
+      const views = row && (await core.views.get(row.messageKey));
+      return !!views && (views.textBody ?? views.agentBody.body).toLowerCase().includes(body);
+    };
+  };
 }
 
 function checkCursors(input: { since?: string; before?: string }): void {
@@ -76,14 +96,14 @@ function checkCursors(input: { since?: string; before?: string }): void {
  * pages from the cursor on until `limit` match or FILTER_SCAN_MAX emails were looked at (newest
  * first: or until an id at or below `stopAt`).
  */
-async function filteredPage(core: Core, address: string, query: ListQuery, match: (e: EmailSummary) => boolean, stopAt?: string): Promise<EmailSummary[]> {
+async function filteredPage(core: Core, address: string, query: ListQuery, match: Match, stopAt?: string): Promise<EmailSummary[]> {
   const out: EmailSummary[] = [];
   let { since, before } = query;
   for (let seen = 0; seen < FILTER_SCAN_MAX; seen += SCAN_PAGE) {
     const page = await core.store.listEmails(address, { limit: SCAN_PAGE, since, before }, core.clock.now());
     for (const e of page) {
       if (stopAt !== undefined && e.id <= stopAt) return out; // newest first: nothing newer than the stop is left
-      if (!match(e)) continue;
+      if (!(await match(e))) continue;
       out.push(e);
       if (out.length >= query.limit) return out;
     }
@@ -97,14 +117,14 @@ async function filteredPage(core: Core, address: string, query: ListQuery, match
 export async function listEmails(core: Core, input: ListInput): Promise<ListOutput> {
   const { address } = resolveInbox(core, input.address);
   checkCursors(input);
-  const match = checkFilter(input);
+  const match = checkFilter(core, input);
   const query = { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() };
-  const run = match ? () => filteredPage(core, address, query, match) : () => core.store.listEmails(address, query, core.clock.now());
+  const run = match ? () => filteredPage(core, address, query, match()) : () => core.store.listEmails(address, query, core.clock.now());
   const ms = (input.waitSeconds ?? 0) * 1000;
   // nothing to hold: what hold() would do, without its promise
   if (ms <= 0) return { address, emails: await run(), waited: false };
   // waits on this address with the same page (and filter) share their re-query after a delivery
-  const key = `${query.limit}:${query.since ?? ''}:${query.before ?? ''}${match ? `:${input.from ?? ''}\u0000${input.subject ?? ''}` : ''}`;
+  const key = `${query.limit}:${query.since ?? ''}:${query.before ?? ''}${match ? `:${input.from ?? ''}\u0000${input.subject ?? ''}\u0000${input.text ?? ''}` : ''}`;
   const { result, waited } = await core.waits.hold(address, ms, run, input.signal, key);
   return { address, emails: result, waited };
 }
@@ -121,15 +141,15 @@ export interface LatestInput extends MailFilter {
 export async function latestEmail(core: Core, input: LatestInput): Promise<{ address: string; email: EmailFull | null; waited: boolean }> {
   const { address } = resolveInbox(core, input.address);
   checkCursors(input);
-  const match = checkFilter(input) ?? (() => true);
+  const match = checkFilter(core, input) ?? (() => () => true);
   const since = input.since?.toLowerCase();
   const newest = async () => {
-    const [e] = await filteredPage(core, address, { limit: 1 }, match, since);
+    const [e] = await filteredPage(core, address, { limit: 1 }, match(), since);
     return e ? [e] : [];
   };
   const ms = (input.waitSeconds ?? 0) * 1000;
   const { result, waited } = ms > 0
-    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${input.from ?? ''}\u0000${input.subject ?? ''}`)
+    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${input.from ?? ''}\u0000${input.subject ?? ''}\u0000${input.text ?? ''}`)
     : { result: await newest(), waited: false };
   if (result.length === 0) return { address, email: null, waited };
   try {

@@ -961,6 +961,8 @@ export interface operations {
                 from?: string;
                 /** @description Only emails whose decoded Subject contains this text (case-insensitive). Additive. */
                 subject?: string;
+                /** @description Only emails whose body text (the plain part, or the HTML part as text) contains this (case-insensitive). Reads at most the 200 nearest bodies per request. Additive. */
+                text?: string;
             };
             header?: never;
             path: {
@@ -1246,6 +1248,8 @@ export interface operations {
                 from?: string;
                 /** @description Only emails whose decoded Subject contains this text (case-insensitive) */
                 subject?: string;
+                /** @description Only emails whose body text contains this (case-insensitive); reads at most the 200 nearest bodies per request */
+                text?: string;
             };
             header?: never;
             path: {
