@@ -154,7 +154,7 @@ ${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e
 ${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
 </dl>
 ${extracted(e)}
-<div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/api/v1/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
+<div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/web/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
 ${attachments}
 <div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('source', 'Source')}</div>
 ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html" class="panel"${first === 'html' ? '' : ' hidden'}>

@@ -7,7 +7,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
-import { getAttachment, getEmail, resolveInbox } from '../services/emails.ts';
+import { deleteEmail, getAttachment, getEmail, getRaw, listEmails, purgeInbox, resolveInbox } from '../services/emails.ts';
+import { createInbox } from '../services/inboxes.ts';
+import { toWireSummary } from '../http/schemas/wire.ts';
 import { createStreamHub } from './events.ts';
 import { INLINE_IMAGE_TYPES, frameDocument } from './frame.ts';
 import { emailPage, emailPath, homePage, inboxPage, inboxPath, messagePage, type Assets } from './pages.ts';
@@ -118,6 +120,126 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     }
   });
 
+  // The page's own actions (create, list, delete, empty, source, row details, body search): the same
+  // services as the API, counted in the IP's web bucket (WEB_LIMITS), never in the API quota, so a
+  // person who only browses is never told to mint a key. JSON errors in the API's envelope shape.
+  const actionError = (reply: FastifyReply, err: unknown) => {
+    if (!(err instanceof AppError)) throw err;
+    if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter));
+    return reply.code(err.status).header('cache-control', 'no-store').send({ error: { type: err.type, message: err.message } });
+  };
+  /** Admits a page action: same-site only (no cross-site form may act), then the web bucket. */
+  const act = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
+    // an email (its frame with remote images on) could name these as an image: only the page's fetch() may
+    const dest = request.headers['sec-fetch-dest'];
+    if (dest !== undefined && dest !== 'empty' && dest !== 'document') {
+      reply.code(403).send({ error: { type: 'invalid_request', message: 'Page actions are fetched by the page itself' } });
+      return false;
+    }
+    const site = request.headers['sec-fetch-site'];
+    if (request.method !== 'GET' && site !== undefined && site !== 'same-origin' && site !== 'none') {
+      reply.code(403).send({ error: { type: 'invalid_request', message: 'Page actions are taken from the page itself' } });
+      return false;
+    }
+    const r = await core.limiter.hit(`web:${ipBucket(request.ip)}`, WEB_LIMITS, core.clock.now());
+    if (r.allowed) return true;
+    reply.header('retry-after', String(r.retryAfterSeconds)).code(429).header('cache-control', 'no-store')
+      .send({ error: { type: 'rate_limited', message: `Too many actions from your network for now; try again in ${r.retryAfterSeconds} s.` } });
+    return false;
+  };
+
+  app.post('/web/inboxes', hide, async (request, reply) => {
+    if (!(await act(request, reply))) return reply;
+    try {
+      const a = await createInbox(core, { randomLength: 10 });
+      return reply.code(201).header('cache-control', 'no-store').send({ address: a.address });
+    } catch (err) {
+      return actionError(reply, err);
+    }
+  });
+
+  app.get<{ Params: Params }>('/web/inboxes/:address/emails', hide, async (request, reply) => {
+    if (!(await act(request, reply))) return reply;
+    try {
+      const out = await listEmails(core, { address: request.params.address ?? '', limit: 100 });
+      return reply.header('cache-control', 'no-store').send({ address: out.address, emails: out.emails.map(toWireSummary) });
+    } catch (err) {
+      return actionError(reply, err);
+    }
+  });
+
+  app.delete<{ Params: Params }>('/web/inboxes/:address/emails', hide, async (request, reply) => {
+    if (!(await act(request, reply))) return reply;
+    try {
+      return reply.header('cache-control', 'no-store').send(await purgeInbox(core, request.params.address ?? ''));
+    } catch (err) {
+      return actionError(reply, err);
+    }
+  });
+
+  app.delete<{ Params: Params }>('/web/emails/:id', hide, async (request, reply) => {
+    if (!(await act(request, reply))) return reply;
+    try {
+      await deleteEmail(core, request.params.id ?? '');
+      return reply.code(204).send();
+    } catch (err) {
+      return actionError(reply, err);
+    }
+  });
+
+  // The source view and the .eml download: the bytes as received, never rendered.
+  app.get<{ Params: Params }>('/web/emails/:id/raw', hide, async (request, reply) => {
+    if (!(await act(request, reply))) return reply;
+    try {
+      const { id, raw } = await getRaw(core, request.params.id ?? '');
+      const chunks: Uint8Array[] = [];
+      for await (const c of raw.chunks) chunks.push(c);
+      return reply
+        .header('content-type', 'message/rfc822')
+        .header('content-disposition', `attachment; filename="${id}.eml"`)
+        .header('x-content-type-options', 'nosniff')
+        .header('content-security-policy', 'sandbox')
+        .header('cache-control', 'private, no-store')
+        .send(Buffer.concat(chunks));
+    } catch (err) {
+      return actionError(reply, err);
+    }
+  });
+
+  // What the list shows beside each row: a one-line preview, the best code, dropped attachments.
+  // Views are derived once per message (in a worker) and kept, so this costs a read after the first.
+  app.get<{ Params: Params; Querystring: { ids?: string } }>('/web/inboxes/:address/details', hide, async (request, reply) => {
+    if (!(await act(request, reply))) return reply;
+    try {
+      const { address } = resolveInbox(core, request.params.address ?? '');
+      const ids = String(request.query.ids ?? '').split(',').filter(Boolean).slice(0, ROW_DETAILS_MAX);
+      const details: Record<string, { preview: string; code: string | null; attachments_dropped: number }> = {};
+      await Promise.all(ids.map(async (id) => {
+        try {
+          const e = await getEmail(core, id);
+          if (e.address !== address) return;
+          details[e.id] = { preview: previewOf(e.textBody ?? e.agentBody.body), code: e.codes[0]?.value ?? null, attachments_dropped: e.attachmentsDropped };
+        } catch (err) {
+          if (!(err instanceof AppError)) throw err; // gone meanwhile: no details
+        }
+      }));
+      return reply.header('cache-control', 'no-store').send({ details });
+    } catch (err) {
+      return actionError(reply, err);
+    }
+  });
+
+  // Body-text search of the page (the API's `text` filter): the ids of the newest 100 that match.
+  app.get<{ Params: Params; Querystring: { q?: string } }>('/web/inboxes/:address/search', hide, async (request, reply) => {
+    if (!(await act(request, reply))) return reply;
+    try {
+      const out = await listEmails(core, { address: request.params.address ?? '', limit: 100, text: String(request.query.q ?? '') });
+      return reply.header('cache-control', 'no-store').send({ ids: out.emails.map((e) => e.id) });
+    } catch (err) {
+      return actionError(reply, err);
+    }
+  });
+
   app.get<{ Params: Params }>('/web/events/:address', hide, async (request, reply) => {
     let address: string;
     try {
@@ -179,3 +301,13 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
       .send(asset.body);
   });
 }
+
+/** Row details asked for at once. */
+const ROW_DETAILS_MAX = 50;
+
+/** The first words of a body on one line, at most 140 characters. */
+function previewOf(text: string): string {
+  const line = text.slice(0, 2000).replace(/\s+/g, ' ').trim();
+  return line.length > 140 ? `${line.slice(0, 139)}…` : line;
+}
+

@@ -68,9 +68,9 @@
       button.disabled = true;
       error.hidden = true;
       try {
-        const res = await fetch('/api/v1/inboxes', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        const res = await fetch('/web/inboxes', { method: 'POST' });
         if (!res.ok) throw new Error(await apiError(res));
-        const { data } = await res.json();
+        const data = await res.json();
         location.assign(inboxPath(data.address));
       } catch (err) {
         error.textContent = err instanceof Error ? err.message : String(err);
@@ -136,11 +136,13 @@
       const subject = el('span', 'subject', m.subject || '(no subject)');
       if (m.has_attachments) subject.append(el('span', 'clip', ' · attachment'));
       bottom.append(subject);
+      const extra = el('span', 'row-extra');
+      extra.hidden = true;
       const ttl = el('time', 'ttl');
       ttl.dateTime = m.expires_at;
       ttl.dataset.countdown = '';
       bottom.append(ttl);
-      a.append(top, bottom);
+      a.append(top, bottom, extra);
       const del = el('button', 'del', 'Delete');
       del.type = 'button';
       del.setAttribute('aria-label', 'Delete email "' + (m.subject || '(no subject)') + '" from ' + (m.sender || 'unknown sender'));
@@ -149,19 +151,86 @@
       return li;
     }
 
-    // Search: narrows the list by sender and subject as you type; "/" focuses it.
+    // Row details (one-line preview, code badge, dropped attachments), fetched for new rows in
+    // batches; the views behind them are derived once per message on the server.
+    const pending = new Set();
+    let detailsTimer = 0;
+    function wantDetails(id) {
+      pending.add(id);
+      clearTimeout(detailsTimer);
+      detailsTimer = setTimeout(loadDetails, 50);
+    }
+    async function loadDetails() {
+      const ids = [...pending].slice(0, 50);
+      if (ids.length === 0) return;
+      for (const id of ids) pending.delete(id);
+      try {
+        const res = await fetch('/web/inboxes/' + encodeURIComponent(address) + '/details?ids=' + ids.map(encodeURIComponent).join(','));
+        if (!res.ok) return;
+        const { details } = await res.json();
+        for (const [id, d] of Object.entries(details)) showDetails(id, d);
+      } catch {
+        // offline: rows keep their summary
+      } finally {
+        if (pending.size) detailsTimer = setTimeout(loadDetails, 50);
+      }
+    }
+    function showDetails(id, d) {
+      const li = list.querySelector('li[data-id="' + CSS.escape(id) + '"]');
+      if (!li) return;
+      const extra = li.querySelector('.row-extra');
+      const parts = [];
+      if (d.code) {
+        const badge = el('span', 'code-badge', d.code);
+        badge.title = 'Verification code found in this email';
+        parts.push(badge);
+      }
+      if (d.attachments_dropped > 0) {
+        const dropped = el('span', 'dropped', d.attachments_dropped === 1 ? '1 attachment not kept' : d.attachments_dropped + ' attachments not kept');
+        dropped.title = 'Over 5 MB, or past the 100th: cut out of the stored copy';
+        parts.push(dropped);
+      }
+      if (d.preview) parts.push(el('span', 'preview', d.preview));
+      extra.replaceChildren(...parts);
+      extra.hidden = parts.length === 0;
+      li.dataset.search += ' ' + (d.code || '') + ' ' + (d.preview || '').toLowerCase();
+      render();
+    }
+
+    // Search: narrows the list by sender, subject and preview as you type, then asks the server
+    // for the rows whose body text matches (the API's text filter); "/" focuses it.
     const search = $('#search');
+    let bodyHits = new Set();
+    let bodyQuery = '';
+    let bodyTimer = 0;
     function applySearch() {
       const q = search.value.trim().toLowerCase();
       let shown = 0;
       for (const li of list.children) {
-        const hit = !q || (li.dataset.search || '').includes(q);
+        const hit = !q || (li.dataset.search || '').includes(q) || (bodyQuery === q && bodyHits.has(li.dataset.id));
         li.hidden = !hit;
         if (hit) shown++;
       }
       return shown;
     }
-    search.addEventListener('input', () => render());
+    async function searchBodies() {
+      const q = search.value.trim().toLowerCase();
+      if (!q) return;
+      try {
+        const res = await fetch('/web/inboxes/' + encodeURIComponent(address) + '/search?q=' + encodeURIComponent(q));
+        if (!res.ok || search.value.trim().toLowerCase() !== q) return;
+        bodyHits = new Set((await res.json()).ids);
+        bodyQuery = q;
+        render();
+      } catch {
+        // offline: the local filter stands
+      }
+    }
+    search.addEventListener('input', () => {
+      render();
+      clearTimeout(bodyTimer);
+      bodyTimer = setTimeout(searchBodies, 250);
+    });
 
     // Keyboard: j / k move between rows, Enter opens, Delete deletes, / searches.
     document.addEventListener('keydown', (ev) => {
@@ -197,6 +266,7 @@
         if (emails.has(m.id)) continue;
         emails.set(m.id, m);
         list.prepend(row(m, fresh));
+        wantDetails(m.id);
         if (fresh && document.hidden) unseen++;
       }
       if (unseen > 0) document.title = '(' + unseen + ') ' + baseTitle;
@@ -211,7 +281,7 @@
     });
 
     async function deleteOne(id, li) {
-      const res = await fetch('/api/v1/emails/' + encodeURIComponent(id), { method: 'DELETE' });
+      const res = await fetch('/web/emails/' + encodeURIComponent(id), { method: 'DELETE' });
       if (!res.ok && res.status !== 404) return toast(await apiError(res));
       const next = li.nextElementSibling || li.previousElementSibling;
       li.remove();
@@ -236,9 +306,9 @@
       clearTimeout(confirmTimer);
       delete emptyButton.dataset.confirm;
       emptyButton.textContent = 'Empty inbox';
-      const res = await fetch('/api/v1/inboxes/' + encodeURIComponent(address) + '/emails', { method: 'DELETE' });
+      const res = await fetch('/web/inboxes/' + encodeURIComponent(address) + '/emails', { method: 'DELETE' });
       if (!res.ok) return toast(await apiError(res));
-      const { data } = await res.json();
+      const data = await res.json();
       emails.clear();
       list.replaceChildren();
       render();
@@ -273,9 +343,9 @@
     async function fallbackList() {
       if (live_) return;
       try {
-        const res = await fetch('/api/v1/inboxes/' + encodeURIComponent(address) + '/emails?limit=100');
+        const res = await fetch('/web/inboxes/' + encodeURIComponent(address) + '/emails');
         if (!res.ok || live_) return;
-        const items = (await res.json()).data;
+        const items = (await res.json()).emails;
         add(items.slice().reverse(), false);
         setStatus(false, 'Not live right now (too many open pages from your network?): the list is refreshed every few seconds');
       } catch {
@@ -364,7 +434,7 @@
       if (sourceLoaded) return;
       sourceLoaded = true;
       const pre = $('#source-body');
-      const res = await fetch('/api/v1/emails/' + encodeURIComponent(id) + '/raw');
+      const res = await fetch('/web/emails/' + encodeURIComponent(id) + '/raw');
       if (!res.ok) {
         sourceLoaded = false;
         pre.textContent = await apiError(res);
@@ -479,7 +549,7 @@
     }
 
     $('#delete-email').addEventListener('click', async () => {
-      const res = await fetch('/api/v1/emails/' + encodeURIComponent(id), { method: 'DELETE' });
+      const res = await fetch('/web/emails/' + encodeURIComponent(id), { method: 'DELETE' });
       if (!res.ok && res.status !== 404) return toast(await apiError(res));
       location.assign(inboxHref);
     });

@@ -1,0 +1,111 @@
+// The page's own requests (create, list, delete, empty, source, row details, body search) count in
+// the IP's web bucket, never in the API quota: a person who only browses is never told to mint a
+// key, and a 429 says when to try again. Cross-site requests and requests an email could make (an
+// image) are refused. In Chromium: each row shows a one-line preview, the code as a badge, and a
+// marker when attachments were not kept; the search box finds words that are only in the body.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { WEB_LIMITS } from '../../src/web/security.ts';
+import { startService, type TestService } from '../helpers/service.ts';
+import { DESKTOP, launchChromium } from './browser.ts';
+
+let svc: TestService;
+let browser: Browser;
+let page: Page;
+
+before(async () => {
+  svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '3', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000' });
+  browser = await launchChromium();
+  page = await (await browser.newContext({ viewport: DESKTOP })).newPage();
+});
+after(async () => {
+  await browser?.close().catch(() => undefined);
+  await svc?.stop();
+});
+
+test('page actions use the web bucket: the API quota is spent, the page still creates, lists, reads the source, deletes and empties', async () => {
+  const box = `acts${Date.now()}@ephemail.test`;
+  await svc.send({ to: box, subject: 'one', text: 'first' });
+  await svc.send({ to: box, subject: 'two', text: 'second' });
+  // the API quota of this IP (3 a minute) is used up
+  for (let i = 0; i < 4; i++) await svc.api('/api/v1/domains');
+  assert.equal((await svc.api('/api/v1/domains')).status, 429);
+
+  const created = await svc.api('/web/inboxes', { method: 'POST' });
+  assert.equal(created.status, 201);
+  assert.match((await created.json()).address, /^[a-z0-9]{10}@ephemail\.test$/);
+  const listed = await (await svc.api(`/web/inboxes/${box}/emails`)).json();
+  assert.deepEqual(listed.emails.map((e: { subject: string }) => e.subject), ['two', 'one']);
+  const id = listed.emails[0].id;
+  const raw = await svc.api(`/web/emails/${id}/raw`);
+  assert.equal(raw.status, 200);
+  assert.equal(raw.headers.get('content-type'), 'message/rfc822');
+  assert.equal(raw.headers.get('content-disposition'), `attachment; filename="${id}.eml"`);
+  assert.match(await raw.text(), /Subject: two/);
+  assert.equal((await svc.api(`/web/emails/${id}`, { method: 'DELETE' })).status, 204);
+  assert.equal((await svc.api(`/web/emails/${id}`, { method: 'DELETE' })).status, 404);
+  const emptied = await svc.api(`/web/inboxes/${box}/emails`, { method: 'DELETE' });
+  assert.deepEqual(await emptied.json(), { address: box, deleted: 1 });
+});
+
+test('the web bucket has its own limit, and its 429 says when to try again (not how to mint a key)', async () => {
+  assert.deepEqual(WEB_LIMITS, { perMinute: 300, perDay: 20_000 });
+  const svc2 = await startService();
+  try {
+    let last: Response | null = null;
+    for (let i = 0; i <= WEB_LIMITS.perMinute; i++) {
+      last = await svc2.api('/web/inboxes/x@ephemail.test/emails');
+      if (last.status === 429) break;
+      await last.arrayBuffer();
+    }
+    assert.equal(last!.status, 429);
+    assert.ok(Number(last!.headers.get('retry-after')) >= 1);
+    const body = await last!.json();
+    assert.equal(body.error.type, 'rate_limited');
+    assert.match(body.error.message, /try again in \d+ s/);
+    assert.doesNotMatch(body.error.message, /key/i);
+    assert.equal((await svc2.api('/api/v1/domains')).status, 200, 'the API quota is untouched');
+  } finally {
+    await svc2.stop();
+  }
+});
+
+test('refused: a cross-site action, and a request an email could make (an image)', async () => {
+  const box = `csrf${Date.now()}@ephemail.test`;
+  await svc.send({ to: box, subject: 'keep me', text: 'x' });
+  const cross = await svc.api(`/web/inboxes/${box}/emails`, { method: 'DELETE', headers: { 'sec-fetch-site': 'cross-site' } });
+  assert.equal(cross.status, 403);
+  const image = await svc.api(`/web/inboxes/${box}/emails`, { headers: { 'sec-fetch-dest': 'image' } });
+  assert.equal(image.status, 403);
+  assert.equal((await (await svc.api(`/web/inboxes/${box}/emails`)).json()).emails.length, 1, 'nothing was deleted');
+});
+
+test('the list shows a preview line, the code as a badge and a marker for attachments not kept; search finds body words', async () => {
+  const box = `rows${Date.now()}@ephemail.test`;
+  await svc.send({ to: box, subject: 'Verify your account', text: 'Hello! Your verification code is 730418. It expires in 10 minutes.' });
+  await svc.send({ to: box, subject: 'Big files', text: 'The files you asked for are attached.', attachments: [{ filename: 'big.bin', content: Buffer.alloc(5 * 1024 * 1024 + 10, 1) }] });
+  await svc.send({ to: box, subject: 'Newsletter', html: '<p>Our <b>pumpkin</b> recipes this week.</p>' });
+  await svc.send({ to: box, subject: 'Long read', text: `${'Lorem ipsum dolor sit amet. '.repeat(30)}The secret ingredient is zucchini.` });
+  await page.goto(`${svc.http}/inbox/${box}`);
+  await page.waitForFunction(() => document.querySelectorAll('#emails li').length === 4);
+  const row = (subject: string) => page.locator('#emails li', { hasText: subject });
+  await row('Verify your account').locator('.code-badge').waitFor();
+  assert.equal(await row('Verify your account').locator('.code-badge').innerText(), '730418');
+  assert.match(await row('Verify your account').locator('.preview').innerText(), /^Hello! Your verification code is 730418/);
+  await row('Big files').locator('.dropped').waitFor();
+  assert.equal(await row('Big files').locator('.dropped').innerText(), '1 attachment not kept');
+  // "pumpkin" is in the preview of the HTML-only mail; "recipes this week" too; a word only deep in a body is found by the server
+  await page.fill('#search', 'expires in 10');
+  await page.waitForFunction(() => document.querySelectorAll('#emails li:not([hidden])').length === 1);
+  assert.deepEqual(await page.locator('#emails li:not([hidden]) .subject').allInnerTexts(), ['Verify your account']);
+  await page.fill('#search', 'pumpkin');
+  await page.waitForFunction(() => document.querySelectorAll('#emails li:not([hidden])').length === 1);
+  assert.deepEqual(await page.locator('#emails li:not([hidden]) .subject').allInnerTexts(), ['Newsletter']);
+  // a word far past the preview is found by the server (the API's text filter)
+  await page.fill('#search', 'zucchini');
+  await page.waitForFunction(() => document.querySelectorAll('#emails li:not([hidden])').length === 1);
+  assert.deepEqual(await page.locator('#emails li:not([hidden]) .subject').allInnerTexts(), ['Long read']);
+  assert.doesNotMatch(await row('Long read').locator('.preview').innerText(), /zucchini/, 'not in the preview');
+  await page.fill('#search', '');
+});
