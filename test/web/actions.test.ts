@@ -106,6 +106,7 @@ test('the list shows a preview line, the code as a badge and a marker for attach
   await page.fill('#search', 'zucchini');
   await page.waitForFunction(() => document.querySelectorAll('#emails li:not([hidden])').length === 1);
   assert.deepEqual(await page.locator('#emails li:not([hidden]) .subject').allInnerTexts(), ['Long read']);
+  assert.equal(await row('Newsletter').isVisible(), false, 'rows that do not match are not drawn');
   assert.doesNotMatch(await row('Long read').locator('.preview').innerText(), /zucchini/, 'not in the preview');
   await page.fill('#search', '');
 });

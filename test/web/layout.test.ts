@@ -170,6 +170,8 @@ test('search narrows the list; the source view shows the received bytes', async 
   await page.waitForFunction(() => document.querySelectorAll('#emails li').length === 2);
   await page.fill('#search', 'lunch');
   assert.deepEqual(await page.locator('#emails li:not([hidden]) .subject').allInnerTexts(), ['Lunch on Friday?']);
+  assert.equal(await page.locator('#emails li', { hasText: 'Quarterly report' }).isVisible(), false, 'the filtered-out row is not drawn');
+  assert.equal(await page.locator('#emails li', { hasText: 'Lunch on Friday?' }).isVisible(), true);
   await shoot('search');
   await page.fill('#search', '');
   await openEmail(box, 'Quarterly report', false);
