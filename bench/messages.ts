@@ -1,4 +1,4 @@
-// The realistic message of the ingest benchmarks (issue "Each message stored once"): a 5 KB
+// The realistic message of the ingest benchmarks: a 5 KB
 // multipart/alternative mail as transactional senders send it — plain and ~1.6 KB HTML parts in
 // quoted-printable UTF-8, RFC 2047 encoded From and Subject, three Received headers, a
 // DKIM-Signature and List-Unsubscribe. CRLF lines, not dot-stuffed.

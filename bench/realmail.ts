@@ -1,4 +1,4 @@
-// Real mail, side by side, in one run (issue "Each message stored once", item 5): each message is
+// Real mail, side by side, in one run: each message is
 // sent with Postfix's `smtp-source -d -s 20 -F <file>` to Postfix's `smtp-sink` (accepts everything,
 // stores nothing: the protocol ceiling), to ephemail (a 250 means committed to SQLite with
 // synchronous=FULL) and to maildev 3.0.0 (bench/maildev, installed on demand), runs interleaved, and

@@ -1,4 +1,4 @@
-// Storing once, measured (issue "Each message stored once", targets): one 30 MiB message (several
+// Storing once, measured: one 30 MiB message (several
 // attachments, each under 5 MB decoded) sent to 100 recipients in one transaction — how much the
 // SQLite store (file + WAL) and the service's RSS grow; then the same with a part over 5 MB (cut out);
 // and the first read of never-read 50 KB newsletters (the views are derived on that read): p50/p99.

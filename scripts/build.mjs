@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The compiled form of src/: an esbuild bundle (packages stay external) that bin/ephemail.js runs
-// instead of loading TypeScript through tsx at run time (start-up time and idle memory; issue 7,
+// instead of loading TypeScript through tsx at run time (start-up time and idle memory,
 // bench/README.md "Start-up and idle").
 //
 // - `npm ci` builds it (the `prepare` script); bin/ephemail.js rebuilds it whenever the sources

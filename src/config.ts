@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 
-// The environment, read once: one table of variables (type, default, description) → a frozen Config.
+// The environment, read once into a frozen Config. VARIABLES is the table of every variable (type,
+// default, meaning); test/config-table.test.ts holds it, loadConfig and the README's table together.
 // DECISIONS.md "Configuration" is the contract for every name and default here.
 
 export interface Limits {
@@ -46,6 +47,48 @@ export interface Config {
   maxAttachmentBytes: number;
   maxAttachments: number;
 }
+
+/** One row of the configuration table: the README's "Configuration" table is checked against it. */
+export interface Variable {
+  name: string;
+  type: 'integer' | 'boolean' | 'string' | 'list' | 'url' | 'secret' | 'path';
+  /** The default as the README shows it. */
+  default: string;
+  meaning: string;
+  /** Where loadConfig({}) puts it (checked against `default`), when the default is a plain value. */
+  of?: (c: Config) => unknown;
+}
+
+export const VARIABLES: readonly Variable[] = Object.freeze([
+  { name: 'EPHEMAIL_HTTP_HOST', type: 'string', default: '127.0.0.1', meaning: 'HTTP bind address', of: (c) => c.httpHost },
+  { name: 'EPHEMAIL_HTTP_PORT', type: 'integer', default: '8025', meaning: 'HTTP port (0: any free port)', of: (c) => c.httpPort },
+  { name: 'EPHEMAIL_SMTP_HOST', type: 'string', default: '127.0.0.1', meaning: 'SMTP bind address', of: (c) => c.smtpHost },
+  { name: 'EPHEMAIL_SMTP_PORT', type: 'integer', default: '1025', meaning: 'SMTP port (0: any free port)', of: (c) => c.smtpPort },
+  { name: 'EPHEMAIL_PUBLIC_URL', type: 'url', default: 'http://localhost:<http port>', meaning: '{base_url} of links' },
+  { name: 'EPHEMAIL_DOMAINS', type: 'list', default: 'ephemail.test', meaning: 'active domains, the first is the default', of: (c) => c.domains.join(',') },
+  { name: 'EPHEMAIL_STORE', type: 'string', default: 'sqlite:./data/ephemail.db', meaning: 'sqlite:<path>, sqlite::memory:, redis://…, redis+cluster://…', of: (c) => c.store },
+  { name: 'EPHEMAIL_EMAIL_TTL_SECONDS', type: 'integer', default: '3600', meaning: 'email lifetime', of: (c) => c.emailTtlSeconds },
+  { name: 'EPHEMAIL_TRUST_PROXY', type: 'list', default: 'false', meaning: 'direct peers trusted to name the client in X-Forwarded-For', of: (c) => c.trustProxy },
+  { name: 'EPHEMAIL_MAX_MESSAGE_BYTES', type: 'integer', default: '31457280', meaning: 'whole-message limit (SMTP SIZE)', of: (c) => c.maxMessageBytes },
+  { name: 'EPHEMAIL_MAX_INFLIGHT_BYTES', type: 'integer', default: '536870912', meaning: 'DATA bytes all SMTP sessions may hold at once', of: (c) => c.maxInflightBytes },
+  { name: 'EPHEMAIL_LIMIT_ANON_PER_MINUTE', type: 'integer', default: '60', meaning: 'anonymous requests per IP per minute', of: (c) => c.anon.perMinute },
+  { name: 'EPHEMAIL_LIMIT_ANON_PER_DAY', type: 'integer', default: '1000', meaning: 'anonymous requests per IP per day', of: (c) => c.anon.perDay },
+  { name: 'EPHEMAIL_LIMIT_KEY_PER_MINUTE', type: 'integer', default: '300', meaning: 'requests per key per minute', of: (c) => c.key.perMinute },
+  { name: 'EPHEMAIL_LIMIT_KEY_PER_DAY', type: 'integer', default: '10000', meaning: 'requests per key per day', of: (c) => c.key.perDay },
+  { name: 'EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS', type: 'integer', default: '5', meaning: 'long-polls and streams a key holds at once', of: (c) => c.key.concurrentWaits },
+  { name: 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', type: 'integer', default: '3', meaning: 'keys one IP may create per 24 hours', of: (c) => c.keysPerIpPerDay },
+  { name: 'EPHEMAIL_MAX_HELD_WAITS', type: 'integer', default: '10000', meaning: 'long-polls one node holds at once', of: (c) => c.maxHeldWaits },
+  { name: 'EPHEMAIL_LOG_LEVEL', type: 'string', default: 'info', meaning: 'pino level', of: (c) => c.logLevel },
+  { name: 'EPHEMAIL_SMTP_AUTH', type: 'string', default: 'off', meaning: 'off, or accept-any', of: (c) => c.smtpAuth },
+  { name: 'EPHEMAIL_SMTP_TLS', type: 'string', default: 'off', meaning: 'off, or self-signed', of: (c) => c.smtpTls.mode },
+  { name: 'EPHEMAIL_SMTP_TLS_CERT', type: 'path', default: 'unset', meaning: 'PEM certificate for STARTTLS' },
+  { name: 'EPHEMAIL_SMTP_TLS_KEY', type: 'path', default: 'unset', meaning: 'PEM key for STARTTLS' },
+  { name: 'EPHEMAIL_METRICS', type: 'boolean', default: 'true', meaning: 'GET /metrics on', of: (c) => c.metrics },
+  { name: 'EPHEMAIL_WEBHOOK_ALLOW_PRIVATE', type: 'boolean', default: 'false', meaning: 'webhooks may call private addresses', of: (c) => c.webhooks.allowPrivate },
+  { name: 'EPHEMAIL_WEBHOOKS_PER_KEY', type: 'integer', default: '10', meaning: 'webhooks per key', of: (c) => c.webhooks.perKey },
+  { name: 'EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT', type: 'integer', default: '64', meaning: 'webhook deliveries one node runs at once', of: (c) => c.webhooks.maxInFlight },
+  { name: 'EPHEMAIL_SESSION_SECRET', type: 'secret', default: 'random per process', meaning: 'signs MCP session ids (at least 32 bytes)' },
+]);
 
 export class ConfigError extends Error {
   constructor(variable: string, value: string, expected: string) {

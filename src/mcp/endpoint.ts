@@ -6,7 +6,7 @@
 // everything that goes wrong before a message reaches the SDK.
 //
 // The SDK, zod, the tools and the HTML→text converter are loaded at the first POST /mcp, not at
-// start (start-up time and idle memory; issue 7): the route is registered at start all the same.
+// start (start-up time and idle memory): the route is registered at start all the same.
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BODY_LIMIT } from '../http/app.ts';

@@ -1,4 +1,4 @@
-// The web pages (issue 4, docs/web.md): `/`, `/inbox/<address>`, `/inbox/<address>/<id>`, the live
+// The web pages (docs/web.md): `/`, `/inbox/<address>`, `/inbox/<address>/<id>`, the live
 // feed `/web/events/<address>`, the isolated email frame `/web/frames/<id>` with its inline images,
 // and the static script and stylesheet. Same process, no build step: the assets are read at start.
 import { createHash } from 'node:crypto';

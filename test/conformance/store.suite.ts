@@ -59,6 +59,17 @@ function increasing(ids: string[], what: string): void {
   for (let i = 1; i < ids.length; i++) assert.ok(ids[i] > ids[i - 1], `${what}: ${ids[i]} > ${ids[i - 1]} at ${i}`);
 }
 
+/** A test that opens a fresh store from the harness and closes it after. */
+export const storeTest = (harness: StoreHarness) => (title: string, fn: (store: Store) => Promise<void>) =>
+  it(title, async () => {
+    const store = await harness.open();
+    try {
+      await fn(store);
+    } finally {
+      await store.close();
+    }
+  });
+
 export function storeSuite(name: string, harness: StoreHarness): void {
   if (harness.skip) {
     // one skipped test with the reason: a skipped describe would count as no test at all
@@ -66,15 +77,7 @@ export function storeSuite(name: string, harness: StoreHarness): void {
     return;
   }
   describe(`Store conformance: ${name}`, { concurrency: 1 }, () => {
-    const withStore = (title: string, fn: (store: Store) => Promise<void>) =>
-      it(title, async () => {
-        const store = await harness.open();
-        try {
-          await fn(store);
-        } finally {
-          await store.close();
-        }
-      });
+    const withStore = storeTest(harness);
 
     withStore('addEmails returns summaries in input order with UUIDv7 ids; getEmail returns the row and its message', async (store) => {
       const a = inbox();

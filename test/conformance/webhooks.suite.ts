@@ -4,9 +4,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import type { Store } from '../../src/store/store.ts';
 import { ATTEMPTS_KEPT, type DeliveryAttempt, type DeliveryJob, type WebhookRecord } from '../../src/store/webhooks.ts';
-import type { StoreHarness } from './store.suite.ts';
+import { storeTest, type StoreHarness } from './store.suite.ts';
 
 const hook = (over: Partial<WebhookRecord> = {}): WebhookRecord => ({
   id: `wh_${randomUUID()}`, keyHash: 'k'.repeat(64), url: 'https://receiver.example/hook', target: `a-${randomUUID().slice(0, 8)}@ephemail.test`,
@@ -25,15 +24,7 @@ export function webhookSuite(name: string, harness: StoreHarness): void {
     return;
   }
   describe(`Webhook store conformance: ${name}`, { concurrency: 1 }, () => {
-    const withStore = (title: string, fn: (store: Store) => Promise<void>) =>
-      it(title, async () => {
-        const store = await harness.open();
-        try {
-          await fn(store);
-        } finally {
-          await store.close();
-        }
-      });
+    const withStore = storeTest(harness);
 
     withStore('registrations: per-key limit holds under parallel adds; list, match, get and delete', async (store) => {
       const w = store.webhooks;

@@ -1,4 +1,4 @@
-// Each message is stored once (issue: "Each message stored once, as received"): one message to 100
+// Each message is stored once: one message to 100
 // recipients grows the store by about one message, every recipient reads it, the oversized part is
 // cut out of the stored copy (and counted), and the message is freed with its last copy.
 import assert from 'node:assert/strict';

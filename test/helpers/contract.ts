@@ -46,7 +46,7 @@ export function expectKeys(obj: unknown, keys: string[], label = ''): void {
 }
 
 export const SUMMARY_KEYS = ['id', 'address', 'sender', 'mailed_by', 'subject', 'has_attachments', 'received_at', 'expires_at'];
-// the spec's fields, then the additive ones (raw_url, attachments_dropped: issue 10; content_id: issue 15)
+// the spec's fields, then the additive ones (raw_url, attachments_dropped; content_id)
 export const FULL_KEYS = [...SUMMARY_KEYS, 'to', 'cc', 'message_id', 'headers', 'text_body', 'html_body', 'attachments', 'attachments_dropped', 'raw_url', 'codes', 'links'];
 export const ATTACHMENT_KEYS = ['id', 'filename', 'content_type', 'size_bytes', 'download_url', 'content_id'];
 

@@ -1,5 +1,5 @@
 // Wait-for-match: the list's `from` and `subject` filters and GET /inboxes/{address}/latest
-// (issue "Codes, links and wait-for-match"), over real SMTP and HTTP.
+//, over real SMTP and HTTP.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { formatUuidV7 } from '../../src/domain/ids.ts';

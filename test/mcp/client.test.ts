@@ -1,4 +1,4 @@
-// The tool endpoint driven by the official SDK client over a real socket (issue 3 "Done when" 1):
+// The tool endpoint driven by the official SDK client over a real socket:
 // initialize, tools/list, each tool, check_inbox woken by SMTP mail, actionable isError results.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

@@ -1,4 +1,4 @@
-// Webhooks over real sockets on SQLite (issue "Push"): registration and its refusals, a receiver on
+// Webhooks over real sockets on SQLite: registration and its refusals, a receiver on
 // loopback that fails twice and gets the third attempt with a signature that verifies with the
 // standardwebhooks package, the delivery log, the SSRF guard (no connection is ever made to a refused
 // address), and deliveries that survive the process being killed.

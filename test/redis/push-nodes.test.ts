@@ -1,4 +1,4 @@
-// Push across nodes on one Redis (issue "Push"): three real `ephemail` processes. A stream resumed
+// Push across nodes on one Redis: three real `ephemail` processes. A stream resumed
 // on another node with Last-Event-ID gets each email exactly once; webhook events from mail received
 // by any node are delivered once across the nodes (never once per node), with retries and valid
 // signatures; a node killed in the middle of a delivery does not lose it.
@@ -9,6 +9,7 @@ import { Webhook } from 'standardwebhooks';
 import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
 import { closeClient } from '../../src/store/redis/redis-store.ts';
 import { startReceiver } from '../helpers/receiver.ts';
+import { openStream } from '../helpers/sse.ts';
 import { startNode, type Node } from './nodes.ts';
 import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis } from './servers.ts';
 
@@ -30,41 +31,6 @@ async function mintKey(node: Node): Promise<string> {
   const res = await node.api('/api/v1/keys', { method: 'POST' });
   assert.equal(res.status, 201);
   return ((await res.json()) as { data: { api_key: string } }).data.api_key;
-}
-
-/** Reads an SSE response into events as they come. */
-function readEvents(res: Response) {
-  const events: { id: string; data: any }[] = [];
-  void (async () => {
-    const decoder = new TextDecoder();
-    let buf = '';
-    try {
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buf += decoder.decode(chunk, { stream: true });
-        let end: number;
-        while ((end = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, end);
-          buf = buf.slice(end + 2);
-          const id = /^id: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (id && data && /^event: email$/m.test(block)) events.push({ id, data: JSON.parse(data) });
-        }
-      }
-    } catch {
-      // closed
-    }
-  })();
-  return {
-    events,
-    async until(n: number, ms = 10_000) {
-      const t0 = Date.now();
-      while (events.length < n) {
-        if (Date.now() - t0 > ms) throw new Error(`${events.length} of ${n} events after ${ms} ms`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      return events;
-    },
-  };
 }
 
 describeRedis('push across three nodes on one Redis', { skip: SKIP_REDIS, concurrency: 1 }, () => {
@@ -90,23 +56,22 @@ describeRedis('push across three nodes on one Redis', { skip: SKIP_REDIS, concur
     const auth = { authorization: `Bearer ${key}` };
     const address = `resume-${randomUUID().slice(0, 8)}@ephemail.test`;
     const url = (node: Node) => `${node.http}/api/v1/inboxes/${enc(address)}/events`;
-    const first = new AbortController();
-    const s1 = readEvents(await fetch(url(B), { headers: auth, signal: first.signal }));
+    const s1 = await openStream(url(B), auth);
     await new Promise((r) => setTimeout(r, 300));
     await A.send(address, 'm1');
     const [e1] = await s1.until(1);
-    assert.equal(e1.data.subject, 'm1');
-    first.abort();
+    assert.equal(JSON.parse(e1.data!).subject, 'm1');
+    await s1.close();
     for (const [node, subject] of [[A, 'm2'], [B, 'm3'], [C, 'm4']] as const) await node.send(address, subject); // the gap
-    const second = new AbortController();
-    const s2 = readEvents(await fetch(url(C), { headers: { ...auth, 'last-event-id': e1.id }, signal: second.signal }));
-    await s2.until(3);
+    const s2 = await openStream(url(C), { ...auth, 'last-event-id': e1.id! });
+    await s2.until(3, 10_000);
     await B.send(address, 'm5');
-    await s2.until(4);
+    await s2.until(4, 10_000);
     await new Promise((r) => setTimeout(r, 500));
-    second.abort();
-    assert.deepEqual(s2.events.map((e) => e.data.subject), ['m2', 'm3', 'm4', 'm5'], 'no gap, no duplicate at the seam');
-    assert.deepEqual(s2.events.map((e) => e.id), s2.events.map((e) => e.data.id));
+    await s2.close();
+    const data = s2.events.map((e) => JSON.parse(e.data!));
+    assert.deepEqual(data.map((d) => d.subject), ['m2', 'm3', 'm4', 'm5'], 'no gap, no duplicate at the seam');
+    assert.deepEqual(s2.events.map((e) => e.id), data.map((d) => d.id));
   });
 
   it('webhook events of mail received by every node are delivered once across the nodes, retried, and verify', async () => {

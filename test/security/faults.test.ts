@@ -1,4 +1,4 @@
-// Faults on the real process (issue 6, "Faults", "API keys"): SIGKILL in a delivery burst loses no
+// Faults on the real process: SIGKILL in a delivery burst loses no
 // acknowledged mail and leaves a sound database; SIGTERM under load answers everything and exits 0;
 // API keys never reach the logs, even at debug level.
 import assert from 'node:assert/strict';

@@ -1,5 +1,4 @@
-// Sockets that hold the HTTP server without finishing a request (issue "A public instance survives
-// abuse", item 3: socket timeouts). Over real sockets, with the timeouts shortened for the test: a
+// Sockets that hold the HTTP server without finishing a request (socket timeouts). Over real sockets, with the timeouts shortened for the test: a
 // client that trickles its headers is answered 400 and closed once the header time is up, and so is a
 // client that connects and says nothing; a request whose body never
 // completes is cut at the request time. Health answers throughout.

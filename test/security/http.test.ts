@@ -1,4 +1,4 @@
-// Hostile HTTP (issue 6, "HTTP"): malformed requests get the contract's envelope (never a 500 or a
+// Hostile HTTP: malformed requests get the contract's envelope (never a 500 or a
 // framework page), links never come from a spoofed Host, client IPs are bucketed as documented,
 // rate-limit counters are atomic, and invalid keys never fall back to anonymous.
 import assert from 'node:assert/strict';

@@ -1,5 +1,4 @@
-// One IPv6 site must not take every live-stream slot (issue "A public instance survives abuse",
-// item 8), over real HTTP: the inbox page's event streams are capped per /64, per /56 and per /48 at
+// One IPv6 site must not take every live-stream slot, over real HTTP: the inbox page's event streams are capped per /64, per /56 and per /48 at
 // once. The clients' addresses come from X-Forwarded-For through a trusted proxy on loopback, as
 // behind a load balancer (the only way to have many IPv6 clients on one machine's loopback).
 import assert from 'node:assert/strict';

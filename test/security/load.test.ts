@@ -1,4 +1,4 @@
-// Held resources on the real process (issue 6, "Faults"): 1,000 idle SMTP connections and 5,000 held
+// Held resources on the real process: 1,000 idle SMTP connections and 5,000 held
 // long-polls at once. Memory stays bounded (measured from /proc and reported), the service keeps
 // answering, the connection over the global cap gets 421, and SIGTERM answers every held poll.
 import assert from 'node:assert/strict';

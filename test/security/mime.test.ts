@@ -1,4 +1,4 @@
-// Hostile MIME (issue 6, "SMTP"): deep nesting, part floods, broken encodings, unknown charsets,
+// Hostile MIME: deep nesting, part floods, broken encodings, unknown charsets,
 // attachment size edges, filenames that try to escape; and storage faults answered with 4xx.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

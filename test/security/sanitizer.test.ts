@@ -1,4 +1,4 @@
-// The html_body sanitizer under attack (issue 6, "HTTP"): property-based tests with fast-check and a
+// The html_body sanitizer under attack: property-based tests with fast-check and a
 // corpus of known mXSS vectors. The output is checked by parsing it (htmlparser2), and the corpus
 // also in a real browser (Chromium through playwright-core) when one is installed, since mXSS lives
 // in the differences between parsers.

@@ -1,4 +1,4 @@
-// Mutation fuzzing of the SMTP dialogue, smtp-server style (issue 6, "Done when"): seeded random
+// Mutation fuzzing of the SMTP dialogue, smtp-server style: seeded random
 // mutations of the lines of a valid session; every line sent gets exactly one reply, and an RSET
 // after each input still answers 250. Seed and size: EPHEMAIL_FUZZ_SEED, EPHEMAIL_FUZZ_INPUTS.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Hostile SMTP sessions against the real receiver (issue 6, "SMTP"): every case gets its documented
+// Hostile SMTP sessions against the real receiver: every case gets its documented
 // reply (docs/security.md) and nothing unstored is ever acknowledged with 250.
 import assert from 'node:assert/strict';
 import Database from 'better-sqlite3';

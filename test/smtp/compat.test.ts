@@ -1,4 +1,4 @@
-// Opt-in SMTP compatibility (issue "Fit the ecosystem"): EPHEMAIL_SMTP_AUTH=accept-any for apps
+// Opt-in SMTP compatibility: EPHEMAIL_SMTP_AUTH=accept-any for apps
 // configured with credentials, STARTTLS with EPHEMAIL_SMTP_TLS=self-signed (or the operator's PEM
 // files) for apps that insist on it. Real clients: nodemailer, and a raw SMTP session.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// A hostile email opened in real Chromium (issue 4, issue 6 "HTTP"): nothing in it runs and nothing
+// A hostile email opened in real Chromium: nothing in it runs and nothing
 // loads. Twice: once through the whole pipeline (SMTP → sanitizer → frame), once stored raw past the
 // sanitizer, which proves the frame's sandbox and CSP hold on their own. The assertions are on a
 // flag each script would set and on every request the browser made, with a recording HTTP server

@@ -1,4 +1,4 @@
-// The web pages in real headless Chromium (issue 4): create an inbox from `/`, mail sent over SMTP
+// The web pages in real headless Chromium: create an inbox from `/`, mail sent over SMTP
 // appears without a reload, open it, download an attachment, delete it, empty the inbox; keyboard
 // use; weight; screenshots of every page at desktop and phone width.
 import assert from 'node:assert/strict';
