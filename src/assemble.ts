@@ -93,7 +93,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     limiter,
     clock,
     log,
-    waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits }),
+    waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits, clock }),
     views: createViewService(store, config, log, { onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
     webhooks: createWebhookService({ store, config, clock, log, metrics, baseUrl }),
     metrics,

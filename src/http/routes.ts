@@ -8,6 +8,7 @@ import { isUuid } from '../domain/ids.ts';
 import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import * as emails from '../services/emails.ts';
+import { withWaitSlot } from '../services/wait.ts';
 import { createInbox } from '../services/inboxes.ts';
 import { mintKey } from '../services/keys.ts';
 import { contentDisposition } from './download.ts';
@@ -192,17 +193,17 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     const c = request.caller;
     if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
     emails.resolveInbox(core, request.params.address);
-    const release = await core.limiter.acquireWait(c.bucket, c.concurrentWaits, (wait + 15) * 1000, now());
-    if (!release) throw new AppError('too_many_waiters', `This key already holds ${c.concurrentWaits} waiting requests; let one finish first`, { retryAfter: 1 });
-    const abort = new AbortController();
-    const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
-    reply.raw.on('close', onClose);
-    try {
-      return await run(abort.signal);
-    } finally {
-      reply.raw.off('close', onClose);
-      await release();
-    }
+    const refusal = `This key already holds ${c.concurrentWaits} waiting requests; let one finish first`;
+    return withWaitSlot(core.limiter, core.clock, { bucket: c.bucket, max: c.concurrentWaits, refusal }, wait * 1000, async () => {
+      const abort = new AbortController();
+      const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
+      reply.raw.on('close', onClose);
+      try {
+        return await run(abort.signal);
+      } finally {
+        reply.raw.off('close', onClose);
+      }
+    });
   }
 
   const streams = createEventStreams(core);
@@ -223,9 +224,11 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
     const header = request.headers['last-event-id'];
     const since = (typeof header === 'string' && header !== '' ? header : request.query.since) ?? null;
     if (since !== null && !isUuid(since)) throw new AppError('invalid_request', `Last-Event-ID / since must be an email id (a UUID), got ${JSON.stringify(since.slice(0, 60))}`);
-    const release = await core.limiter.acquireWait(c.bucket, c.concurrentWaits, EVENT_STREAM_LIFETIME_MS + 15_000, now());
-    if (!release) throw new AppError('too_many_waiters', `This key already holds ${c.concurrentWaits} waiting requests or streams; close one first`, { retryAfter: 1 });
-    streams.open(request, reply, address, since?.toLowerCase() ?? null, release);
+    // the slot is the stream's for its lifetime: released when the stream closes, not when this returns
+    const refusal = `This key already holds ${c.concurrentWaits} waiting requests or streams; close one first`;
+    await withWaitSlot(core.limiter, core.clock, { bucket: c.bucket, max: c.concurrentWaits, refusal }, EVENT_STREAM_LIFETIME_MS, async (release) => {
+      streams.open(request, reply, address, since?.toLowerCase() ?? null, release);
+    }, { keepAfterRun: true });
     return reply;
   });
 

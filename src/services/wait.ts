@@ -1,5 +1,7 @@
-// The one long-poll path (HTTP `wait` and MCP `check_inbox`): subscribe to the bus first, then
-// query; hold until the delivery event, the deadline, the client's disconnect or shutdown.
+// The one long-poll path (HTTP `wait`, HTTP `latest`, MCP `check_inbox`, and the slots of event
+// streams): withWaitSlot takes the caller's concurrent-wait slot; hold() subscribes to the bus first,
+// then queries, and holds until the delivery event, the deadline, the client's disconnect or
+// shutdown. Time and timers are injected.
 //
 // Waits are grouped per address: one bus subscription per address however many wait on it, and the
 // waits of one address that re-query after the same delivery with the same `key` share one query
@@ -7,7 +9,51 @@
 // its addresses in the same turn of the event loop; with five waits per address that is one store
 // read per address instead of five, and one listener call per delivery instead of five.
 import type { Bus } from '../bus/bus.ts';
+import { systemClock, type Clock } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
+import type { Limiter } from '../limiter/limiter.ts';
+
+/** Timers, injected with the clock (tests drive both with fake timers). */
+export interface Timers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+const systemTimers: Timers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+/** A caller's concurrent-wait slots: which bucket, how many at once. */
+export interface WaitSlots {
+  bucket: string;
+  max: number;
+  /** The refusal in the edge's own words (default: a neutral one). */
+  refusal?: string;
+}
+
+/** Lease of a slot beyond the hold itself: a node that dies with the slot frees it this much later. */
+export const SLOT_MARGIN_MS = 15_000;
+
+/**
+ * Holds one of the caller's concurrent-wait slots while `run` runs (a long-poll, a check_inbox wait, an
+ * event stream): refused with too_many_waiters when all are taken, released when `run` settles. The
+ * lease outlives the hold by SLOT_MARGIN_MS. Every edge takes its slots here.
+ */
+export async function withWaitSlot<T>(limiter: Limiter, clock: Clock, slots: WaitSlots, holdMs: number, run: (release: () => Promise<void>) => Promise<T>, options: { keepAfterRun?: boolean } = {}): Promise<T> {
+  const release = await limiter.acquireWait(slots.bucket, slots.max, holdMs + SLOT_MARGIN_MS, clock.now());
+  if (!release) throw new AppError('too_many_waiters', slots.refusal ?? `This caller already holds ${slots.max} waiting requests or streams; let one finish first`, { retryAfter: 1 });
+  let released = false;
+  const once = async () => {
+    if (released) return;
+    released = true;
+    await release();
+  };
+  try {
+    return await run(once);
+  } finally {
+    if (!options.keepAfterRun) await once();
+  }
+}
 
 export interface WaitRegistry {
   /** Resolves every held wait now (shutdown answers them with their empty result). */
@@ -38,8 +84,10 @@ interface Group {
 /** Requests one node holds at once, HTTP `wait` and `check_inbox` together (EPHEMAIL_MAX_HELD_WAITS). */
 export const DEFAULT_MAX_HELD = 10_000;
 
-export function createWaitRegistry(bus: Bus, options: { maxHeld?: number } = {}): WaitRegistry {
+export function createWaitRegistry(bus: Bus, options: { maxHeld?: number; clock?: Clock; timers?: Timers } = {}): WaitRegistry {
   const maxHeld = options.maxHeld ?? DEFAULT_MAX_HELD;
+  const clock = options.clock ?? systemClock;
+  const timers = options.timers ?? systemTimers;
   const groups = new Map<string, Group>();
   const releasers = new Set<() => void>();
   let closing = false;
@@ -99,17 +147,17 @@ export function createWaitRegistry(bus: Bus, options: { maxHeld?: number } = {})
           // one node holds at most this many, whoever asks: keys and sessions cannot add up past it
           throw new AppError('too_many_waiters', `The service already holds its maximum of ${maxHeld} waiting requests; retry shortly, or read without waiting`, { retryAfter: 1 });
         }
-        const deadline = Date.now() + ms;
+        const deadline = clock.now() + ms;
         let done = false;
         const finish = () => {
           done = true;
           w.wake?.();
         };
-        const timer = setTimeout(finish, ms);
+        const timer = timers.setTimeout(finish, ms);
         signal?.addEventListener('abort', finish, { once: true });
         releasers.add(finish);
         try {
-          while (!done && !closing && Date.now() < deadline) {
+          while (!done && !closing && clock.now() < deadline) {
             if (!w.pending) await new Promise<void>((resolve) => (w.wake = resolve));
             w.wake = null;
             if (done || closing) break;
@@ -118,7 +166,7 @@ export function createWaitRegistry(bus: Bus, options: { maxHeld?: number } = {})
             if (result.length > 0) break;
           }
         } finally {
-          clearTimeout(timer);
+          timers.clearTimeout(timer);
           signal?.removeEventListener('abort', finish);
           releasers.delete(finish);
         }

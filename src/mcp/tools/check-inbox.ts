@@ -1,7 +1,7 @@
 // check_inbox (spec: POST /mcp, check_inbox): the email list with an optional hold, on the same
 // service and the same wait path as GET /api/v1/inboxes/{address}/emails?wait=.
 import { z } from 'zod';
-import { AppError } from '../../domain/errors.ts';
+import { withWaitSlot } from '../../services/wait.ts';
 import { listEmails, resolveInbox, webUrl } from '../../services/emails.ts';
 import { untrustedLine } from '../untrusted.ts';
 import { defineTool } from './tool.ts';
@@ -52,15 +52,7 @@ export const checkInboxTool = defineTool({
     const waitSeconds = args.wait_seconds ?? 0;
     // "" is "no cursor yet": what newest_id says for an empty inbox, so it can be passed straight back
     const sinceId = args.since_id === undefined || args.since_id.trim() === '' ? undefined : args.since_id;
-    let release: (() => Promise<void>) | null = null;
-    if (waitSeconds > 0) {
-      resolveInbox(core, args.address); // a bad address fails before taking a wait slot
-      release = await core.limiter.acquireWait(`${bucket}:mcp-wait`, MCP_CONCURRENT_WAITS, (waitSeconds + 15) * 1000, core.clock.now());
-      if (!release) {
-        throw new AppError('too_many_waiters', `${MCP_CONCURRENT_WAITS} check_inbox calls with wait_seconds are already waiting for this session; let one return first, or call again with wait_seconds 0`, { retryAfter: 1 });
-      }
-    }
-    try {
+    const read = async () => {
       const out = await listEmails(core, { address: args.address, limit: CHECK_INBOX_MAX, since: sinceId, waitSeconds, signal, from: args.from, subject: args.subject });
       const items = out.emails;
       const newest = sinceId !== undefined ? items.at(-1) : items[0];
@@ -78,9 +70,11 @@ export const checkInboxTool = defineTool({
         })),
       };
       return { structured, text: render(structured, sinceId !== undefined, out.waited ? waitSeconds : 0) };
-    } finally {
-      await release?.();
-    }
+    };
+    if (waitSeconds <= 0) return read();
+    resolveInbox(core, args.address); // a bad address fails before taking a wait slot
+    const refusal = `${MCP_CONCURRENT_WAITS} check_inbox calls with wait_seconds are already waiting for this session; let one return first, or call again with wait_seconds 0`;
+    return withWaitSlot(core.limiter, core.clock, { bucket: `${bucket}:mcp-wait`, max: MCP_CONCURRENT_WAITS, refusal }, waitSeconds * 1000, read);
   },
 });
 
