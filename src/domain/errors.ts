@@ -54,3 +54,11 @@ export class StoreUnavailableError extends Error {
     this.name = 'StoreUnavailableError';
   }
 }
+
+/** The store has no room left (disk or database full): a temporary fault with its own SMTP reply (452). */
+export class StoreFullError extends StoreUnavailableError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreFullError';
+  }
+}

@@ -6,7 +6,7 @@ import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 's
 import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
 import { createHoldCounter } from '../domain/limits.ts';
-import { StoreUnavailableError } from '../domain/errors.ts';
+import { StoreFullError, StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { ingest } from '../services/ingest.ts';
 import { createParsePool } from './parse-pool.ts';
@@ -72,11 +72,8 @@ const smtpError = (code: number, message: string): SmtpError => Object.assign(ne
 
 /** The one translation of an ingest failure to an SMTP reply: temporary (4xx) unless the message itself is at fault. */
 export function smtpReplyFor(err: unknown): SmtpError {
-  const code = (err as { code?: string })?.code;
-  if (code === 'SQLITE_FULL' || code === 'ENOSPC') return smtpError(452, '4.3.1 Insufficient system storage, try again later');
-  if (err instanceof StoreUnavailableError || (typeof code === 'string' && code.startsWith('SQLITE_'))) {
-    return smtpError(451, '4.3.0 Temporary storage failure, try again later');
-  }
+  if (err instanceof StoreFullError) return smtpError(452, '4.3.1 Insufficient system storage, try again later');
+  if (err instanceof StoreUnavailableError) return smtpError(451, '4.3.0 Temporary storage failure, try again later');
   return smtpError(451, '4.3.0 Local error in processing, try again later');
 }
 

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
+import { StoreUnavailableError } from '../../src/domain/errors.ts';
 import type { NewEmail, NewKey, Store } from '../../src/store/store.ts';
 
 export interface StoreHarness {
@@ -78,6 +79,13 @@ export function storeSuite(name: string, harness: StoreHarness): void {
   }
   describe(`Store conformance: ${name}`, { concurrency: 1 }, () => {
     const withStore = storeTest(harness);
+
+    it('after close, ping and reads reject with StoreUnavailableError', async () => {
+      const store = await harness.open();
+      await store.close();
+      await assert.rejects(store.ping(), (e: unknown) => e instanceof StoreUnavailableError, 'ping');
+      await assert.rejects(store.listEmails(inbox(), { limit: 1 }, Date.now()), (e: unknown) => e instanceof StoreUnavailableError, 'listEmails');
+    });
 
     withStore('addEmails returns summaries in input order with UUIDv7 ids; getEmail returns the row and its message', async (store) => {
       const a = inbox();

@@ -6,6 +6,7 @@ import { createMemoryBus } from '../../src/bus/memory.ts';
 import { createMemoryLimiter } from '../../src/limiter/memory.ts';
 import { contentDisposition } from '../../src/http/download.ts';
 import { parseMessage, safeFilename } from '../../src/smtp/parse.ts';
+import { typedStoreError } from '../../src/store/sqlite/errors.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import type { Store } from '../../src/store/store.ts';
 import { startService, type TestService } from '../helpers/service.ts';
@@ -232,7 +233,8 @@ describe('storage faults', () => {
       get(target, prop, recv) {
         if (prop === 'addEmails') {
           return async () => {
-            throw Object.assign(new Error(code ? `${code}: simulated` : 'simulated crash'), code ? { code } : {});
+            // what the SQLite store throws for a failure with this code (typed: callers never see SQLITE_*)
+            throw typedStoreError(Object.assign(new Error(code ? `${code}: simulated` : 'simulated crash'), code ? { code } : {}));
           };
         }
         const v = Reflect.get(target, prop, recv);

@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../domain/errors.ts';
+import { typedStoreError } from './errors.ts';
 import { SQL } from './migrations.ts';
 
 // Captured at load: a test's fake timers must not stall durable writes.
@@ -117,7 +118,7 @@ export function groupCommit(db: Database.Database, path: string | null, settled:
   let queue: Pending[] = [];
   let scheduled = false;
   let local: Batch | null = null;
-  const unavailable = (err: unknown) => (db.open ? err : new StoreUnavailableError('the SQLite database is closed', { cause: err }));
+  const unavailable = (err: unknown) => typedStoreError(err, db.open);
 
   let writer: Worker | null = null;
   let writerReady = false;

@@ -8,6 +8,7 @@ import Database from 'better-sqlite3';
 import { createIdGenerator } from '../../domain/ids.ts';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { createListCache } from './caches.ts';
+import { typedStoreError } from './errors.ts';
 import { groupCommit, type WriteJob } from './group-commit.ts';
 import { MIGRATIONS } from './migrations.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
@@ -114,7 +115,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
     try {
       return Promise.resolve(fn());
     } catch (err) {
-      return Promise.reject(db.open ? err : new StoreUnavailableError('the SQLite database is closed', { cause: err }));
+      return Promise.reject(typedStoreError(err, db.open));
     }
   };
 
