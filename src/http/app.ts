@@ -12,8 +12,7 @@ import { registerCors } from './plugins/cors.ts';
 import { ipBucket } from '../domain/limits.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
 import { countRequests, registerProbes } from './probes.ts';
-import { registerRoutes } from './routes.ts';
-import { registerWebhookRoutes } from './webhook-routes.ts';
+import { registerRoutes } from './routes/index.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
 export const BODY_LIMIT = 64 * 1024;
@@ -160,7 +159,6 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
   registerCaller(app, core);
   registerUrlGuard(app);
   registerRoutes(app, core);
-  registerWebhookRoutes(app, core);
   registerProbes(app, core);
   app.get('/api/v1/openapi.json', {
     config: { quota: 'peek' },

@@ -2,10 +2,11 @@
 // attempts (docs/push.md "Webhooks"). Every route needs a key; a webhook is visible only to its key.
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AppError, ERROR_STATUS, type ErrorType } from '../domain/errors.ts';
-import { WEBHOOK_URL_MAX } from '../domain/webhook-url.ts';
-import type { Core } from '../services/core.ts';
-import type { DeliveryAttempt, WebhookRecord } from '../store/webhooks.ts';
+import { AppError } from '../../domain/errors.ts';
+import { WEBHOOK_URL_MAX } from '../../domain/webhook-url.ts';
+import type { Core } from '../../services/core.ts';
+import type { DeliveryAttempt, WebhookRecord } from '../../store/webhooks.ts';
+import { errors } from './shared.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -46,13 +47,7 @@ const DeliveriesQuery = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: 100, default: 50, description: 'How many attempts, newest first' }),
 });
 
-const ErrorRef = Type.Ref('Error');
-const errors = (...types: ErrorType[]) => {
-  const out: Record<number, unknown> = {};
-  for (const t of [...types, 'internal_error' as const]) out[ERROR_STATUS[t]] = ErrorRef;
-  return out;
-};
-const SECURITY: { [label: string]: string[] }[] = [{ bearer: [] }, { apiKey: [] }];
+const WEBHOOK_SECURITY: { [label: string]: string[] }[] = [{ bearer: [] }, { apiKey: [] }];
 
 const toWireWebhook = (w: WebhookRecord, withSecret = false) => ({
   id: w.id, url: w.url, address: w.target, created_at: iso(w.createdAt), ...(withSecret ? { secret: w.secret } : {}),
@@ -75,7 +70,7 @@ export function registerWebhookRoutes(app: FastifyInstance, core: Core): void {
 
   app.post<{ Body: Static<typeof WebhookBody> }>('/api/v1/webhooks', {
     schema: {
-      operationId: 'createWebhook', tags: ['webhooks'], security: SECURITY, body: WebhookBody,
+      operationId: 'createWebhook', tags: ['webhooks'], security: WEBHOOK_SECURITY, body: WebhookBody,
       summary: 'Register a webhook for one inbox or a whole domain (*@<domain>). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email\'s lifetime. The secret is shown once. At most 10 per key. Additive.',
       response: { 201: Type.Object({ data: WebhookRef }, { description: 'The webhook, with its secret (shown only now)' }), ...errors('invalid_request', 'unauthorized', 'key_required', 'too_many_webhooks', 'rate_limited', 'quota_exceeded') },
     },
@@ -89,7 +84,7 @@ export function registerWebhookRoutes(app: FastifyInstance, core: Core): void {
 
   app.get('/api/v1/webhooks', {
     schema: {
-      operationId: 'listWebhooks', tags: ['webhooks'], security: SECURITY, summary: 'The key\'s webhooks, oldest first (without secrets). Additive.',
+      operationId: 'listWebhooks', tags: ['webhooks'], security: WEBHOOK_SECURITY, summary: 'The key\'s webhooks, oldest first (without secrets). Additive.',
       response: { 200: Type.Object({ data: Type.Array(WebhookRef), meta: Type.Object({ count: Type.Integer() }) }, { description: 'Webhooks' }), ...errors('unauthorized', 'key_required', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request) => {
@@ -99,7 +94,7 @@ export function registerWebhookRoutes(app: FastifyInstance, core: Core): void {
 
   app.delete<{ Params: Static<typeof IdParams> }>('/api/v1/webhooks/:id', {
     schema: {
-      operationId: 'deleteWebhook', tags: ['webhooks'], security: SECURITY, params: IdParams, summary: 'Delete a webhook; its pending deliveries are dropped. Additive.',
+      operationId: 'deleteWebhook', tags: ['webhooks'], security: WEBHOOK_SECURITY, params: IdParams, summary: 'Delete a webhook; its pending deliveries are dropped. Additive.',
       response: { 204: Type.Null({ description: 'Deleted; no body' }), ...errors('unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request, reply) => {
@@ -109,7 +104,7 @@ export function registerWebhookRoutes(app: FastifyInstance, core: Core): void {
 
   app.get<{ Params: Static<typeof IdParams>; Querystring: Static<typeof DeliveriesQuery> }>('/api/v1/webhooks/:id/deliveries', {
     schema: {
-      operationId: 'listWebhookDeliveries', tags: ['webhooks'], security: SECURITY, params: IdParams, querystring: DeliveriesQuery,
+      operationId: 'listWebhookDeliveries', tags: ['webhooks'], security: WEBHOOK_SECURITY, params: IdParams, querystring: DeliveriesQuery,
       summary: 'Recent delivery attempts of a webhook, newest first (the last 100, for two hours): status, response code and next retry. Additive.',
       response: {
         200: Type.Object({

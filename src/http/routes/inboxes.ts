@@ -1,35 +1,16 @@
-// The route table of /api/v1: one entry per endpoint of the spec, each with its full schema
-// (params, query, body, every response) and a thin handler that calls one service function.
-import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { Readable } from 'node:stream';
+// /api/v1/domains and /api/v1/inboxes/…: addresses, the list (with wait), the event stream, latest, purge.
+import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, ERROR_STATUS, type ErrorType } from '../domain/errors.ts';
-import { isUuid } from '../domain/ids.ts';
-import { ipBucket } from '../domain/limits.ts';
-import type { Core } from '../services/core.ts';
-import * as emails from '../services/emails.ts';
-import { withWaitSlot } from '../services/wait.ts';
-import { createInbox } from '../services/inboxes.ts';
-import { mintKey } from '../services/keys.ts';
-import { contentDisposition } from './download.ts';
-import { createEventStreams, EVENT_STREAM_LIFETIME_MS } from './events.ts';
-import {
-  ApiKeySchema, AttachmentSchema, DomainSchema, EmailFullSchema, EmailSummarySchema, HealthSchema, IdentitySchema, InboxSchema,
-  ListMetaSchema, summaryJson, toWireAttachment, toWireEmail, toWireKey, toWireLimits,
-} from './schemas/wire.ts';
+import { AppError } from '../../domain/errors.ts';
+import { isUuid } from '../../domain/ids.ts';
+import type { Core } from '../../services/core.ts';
+import * as emails from '../../services/emails.ts';
+import { createInbox } from '../../services/inboxes.ts';
+import { withWaitSlot } from '../../services/wait.ts';
+import { createEventStreams, EVENT_STREAM_LIFETIME_MS } from '../events.ts';
+import { DomainSchema, EmailFullSchema, EmailSummarySchema, InboxSchema, ListMetaSchema, summaryJson, toWireEmail } from '../schemas/wire.ts';
+import { AddressParams, SECURITY, data, errors } from './shared.ts';
 
-const ErrorRef = Type.Ref('Error');
-const errors = (...types: ErrorType[]) => {
-  const out: Record<number, TSchema> = {};
-  for (const t of [...types, 'internal_error' as const]) out[ERROR_STATUS[t]] = ErrorRef;
-  return out;
-};
-const data = <T extends TSchema>(t: T, description: string) => Type.Object({ data: t }, { description });
-const NoContent = Type.Null({ description: 'Deleted; no body' });
-
-const AddressParams = Type.Object({ address: Type.String({ description: 'Full inbox address, URL-encoded, case-insensitive' }) });
-const IdParams = Type.Object({ id: Type.String({ description: 'Email id (UUIDv7)' }) });
-const AttachmentParams = Type.Object({ id: Type.String({ description: 'Email id' }), attachment_id: Type.String({ description: 'Attachment id' }) });
 const ListQuery = Type.Object({
   limit: Type.Integer({ minimum: 1, maximum: 100, default: 25, description: 'Page size' }),
   since: Type.Optional(Type.String({ description: 'An email id: only newer emails, oldest first' })),
@@ -49,15 +30,6 @@ const LatestQuery = Type.Object({
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive)' })),
   text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text contains this (case-insensitive); reads at most the 200 nearest bodies per request' })),
 });
-const KeyBody = Type.Optional(
-  Type.Object(
-    {
-      label: Type.Optional(Type.String({ maxLength: 100, description: 'Free text to recognise the key by; "" when omitted' })),
-      contact_email: Type.Optional(Type.String({ maxLength: 254, description: 'Unverified; used only to warn of breaking changes' })),
-    },
-    { additionalProperties: false },
-  ),
-);
 const InboxBody = Type.Optional(
   Type.Object(
     {
@@ -68,87 +40,9 @@ const InboxBody = Type.Optional(
   ),
 );
 
-const SECURITY: { [label: string]: string[] }[] = [{}, { bearer: [] }, { apiKey: [] }];
 
-export function registerRoutes(app: FastifyInstance, core: Core): void {
-  const now = () => core.clock.now();
+export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
   let listSerializers: ListSerializers | null = null; // compiled at the first list response
-
-  app.get('/api/v1', {
-    config: { quota: 'peek' },
-    schema: {
-      operationId: 'discover', tags: ['service'], summary: 'Service discovery: endpoint index, docs links and the email TTL. Outside the quota.', security: SECURITY,
-      response: { 200: data(Type.Object({
-        name: Type.String(), version: Type.String(), email_ttl_seconds: Type.Integer(), domains: Type.Array(Type.String()),
-        docs: Type.Object({ html: Type.String(), openapi: Type.String() }),
-        mcp: Type.String(), web: Type.String(),
-        endpoints: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
-      }), 'Service index'), ...errors('unauthorized') },
-    },
-  }, async () => ({
-    data: {
-      name: 'ephemail',
-      version: '1.0.0',
-      email_ttl_seconds: core.config.emailTtlSeconds,
-      domains: [...core.config.domains],
-      docs: { html: `${core.baseUrl()}/docs`, openapi: `${core.baseUrl()}/api/v1/openapi.json` },
-      mcp: `${core.baseUrl()}/mcp`,
-      web: `${core.baseUrl()}/`,
-      endpoints: endpointIndex(app),
-    },
-  }));
-
-  app.get('/api/v1/health', {
-    config: { quota: 'peek' },
-    schema: {
-      operationId: 'health', tags: ['service'], summary: 'Health check: the store answers a trivial query and the SMTP listener runs. Outside the quota.', security: SECURITY,
-      response: { 200: data(Type.Ref(HealthSchema), 'Healthy'), 401: ErrorRef, 503: data(Type.Ref(HealthSchema), 'Degraded: the failing part is named') },
-    },
-  }, async (_req, reply) => {
-    let database: 'connected' | 'disconnected' = 'connected';
-    try {
-      await core.store.ping();
-    } catch {
-      database = 'disconnected';
-    }
-    const smtp = core.smtpRunning() ? 'running' as const : 'stopped' as const;
-    const ok = database === 'connected' && smtp === 'running';
-    reply.code(ok ? 200 : 503);
-    return { data: { status: ok ? 'ok' as const : 'degraded' as const, database, smtp } };
-  });
-
-  app.post<{ Body: Static<typeof KeyBody> }>('/api/v1/keys', {
-    schema: {
-      operationId: 'createKey', tags: ['keys'], summary: 'Create a free API key (3 per IP per 24 hours). The raw key is shown once.', security: SECURITY,
-      body: KeyBody,
-      response: { 201: data(Type.Ref(ApiKeySchema), 'The new key'), ...errors('invalid_request', 'unauthorized', 'rate_limited', 'quota_exceeded') },
-    },
-  }, async (request, reply) => {
-    const minted = await mintKey(core, { label: request.body?.label, contactEmail: request.body?.contact_email }, ipBucket(request.ip));
-    request.log.info({ key_prefix: minted.record.prefix }, 'api key created');
-    reply.code(201);
-    return { data: toWireKey(core, minted.apiKey, minted.record) };
-  });
-
-  app.get('/api/v1/me', {
-    config: { quota: 'peek' },
-    schema: {
-      operationId: 'me', tags: ['keys'], summary: 'Caller identity, limits and usage. Does not consume quota.', security: SECURITY,
-      response: { 200: data(Type.Ref(IdentitySchema), 'Identity'), ...errors('unauthorized') },
-    },
-  }, async (request) => {
-    const c = request.caller;
-    return {
-      data: {
-        kind: c.kind,
-        tier: c.kind === 'key' ? 'free' as const : 'anonymous' as const,
-        key_prefix: c.key?.prefix ?? null,
-        label: c.key?.label ?? null,
-        limits: toWireLimits(c.limits, c.concurrentWaits),
-        usage: { requests_this_minute: c.usage?.usedMinute ?? 0, requests_today: c.usage?.usedDay ?? 0 },
-      },
-    };
-  });
 
   app.get('/api/v1/domains', {
     schema: {
@@ -260,62 +154,6 @@ export function registerRoutes(app: FastifyInstance, core: Core): void {
       response: { 200: data(Type.Object({ address: Type.String(), deleted: Type.Integer({ description: 'Number of emails removed' }) }), 'Purged'), ...errors('invalid_request', 'unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request) => ({ data: await emails.purgeInbox(core, request.params.address) }));
-
-  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id', {
-    schema: {
-      operationId: 'getEmail', tags: ['emails'], summary: 'One email with bodies and attachment metadata. 404 once expired.', security: SECURITY, params: IdParams,
-      response: { 200: data(Type.Ref(EmailFullSchema), 'The email'), ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
-    },
-  }, async (request) => ({ data: toWireEmail(core, await emails.getEmail(core, request.params.id)) }));
-
-  app.delete<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id', {
-    schema: {
-      operationId: 'deleteEmail', tags: ['emails'], summary: 'Delete one email ahead of its TTL. Irreversible.', security: SECURITY, params: IdParams,
-      response: { 204: NoContent, ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
-    },
-  }, async (request, reply) => {
-    await emails.deleteEmail(core, request.params.id);
-    return reply.code(204).send();
-  });
-
-  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id/attachments', {
-    schema: {
-      operationId: 'listAttachments', tags: ['emails'], summary: 'Attachment metadata of one email (the same list is inlined in the email).', security: SECURITY, params: IdParams,
-      response: { 200: Type.Object({ data: Type.Array(Type.Ref(AttachmentSchema)), meta: Type.Object({ email_id: Type.String(), count: Type.Integer() }) }, { description: 'Attachments' }), ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
-    },
-  }, async (request) => {
-    const list = await emails.listAttachments(core, request.params.id);
-    const id = request.params.id.toLowerCase();
-    return { data: list.map((a) => toWireAttachment(core, id, a)), meta: { email_id: id, count: list.length } };
-  });
-
-  app.get<{ Params: Static<typeof AttachmentParams> }>('/api/v1/emails/:id/attachments/:attachment_id', {
-    schema: {
-      operationId: 'downloadAttachment', tags: ['emails'], security: SECURITY, params: AttachmentParams,
-      summary: 'Raw attachment bytes, always as a download (Content-Disposition: attachment, CSP sandbox, nosniff).',
-      response: {
-        200: { description: 'The bytes, with the stored Content-Type', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
-        ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded'),
-      },
-    },
-  }, async (request, reply: FastifyReply) => {
-    const att = await emails.getAttachment(core, request.params.id, request.params.attachment_id);
-    return download(reply, att.meta.contentType, att.meta.sizeBytes, contentDisposition(att.meta.filename), att.chunks);
-  });
-
-  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id/raw', {
-    schema: {
-      operationId: 'getRawEmail', tags: ['emails'], security: SECURITY, params: IdParams,
-      summary: 'The message as received (an .eml file), always as a download (Content-Disposition: attachment, CSP sandbox, nosniff). Parts over 5 MB are cut out of the stored copy.',
-      response: {
-        200: { description: 'The message bytes', content: { 'message/rfc822': { schema: { type: 'string', format: 'binary' } } } },
-        ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded'),
-      },
-    },
-  }, async (request, reply: FastifyReply) => {
-    const { id, raw } = await emails.getRaw(core, request.params.id);
-    return download(reply, 'message/rfc822', raw.sizeBytes, `attachment; filename="${id}.eml"`, raw.chunks);
-  });
 }
 
 const SummaryRef = Type.Ref(EmailSummarySchema);
@@ -351,23 +189,4 @@ function listJson(reply: FastifyReply, { summary, meta }: ListSerializers, q: St
   })}}`;
   reply.type('application/json; charset=utf-8'); // what Fastify sets for a serialized object
   return body;
-}
-
-const readableFrom = (chunks: AsyncIterable<Uint8Array>) => Readable.from(chunks, { objectMode: false });
-
-/** Stored bytes, always as a download that never renders: attachment disposition, nosniff, CSP sandbox. */
-function download(reply: FastifyReply, type: string, size: number, disposition: string, chunks: AsyncIterable<Uint8Array>) {
-  return reply
-    .header('content-type', type)
-    .header('content-length', String(size))
-    .header('content-disposition', disposition)
-    .header('x-content-type-options', 'nosniff')
-    .header('content-security-policy', 'sandbox')
-    .header('cache-control', 'private, max-age=3600')
-    .send(readableFrom(chunks));
-}
-
-/** The endpoint index of GET /api/v1, collected from the registered routes' schemas (app.ts). */
-function endpointIndex(app: FastifyInstance): { method: string; path: string; summary: string }[] {
-  return app.endpointList;
 }

@@ -1,0 +1,51 @@
+// /api/v1 and /api/v1/health: discovery and health, outside the quota.
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { Core } from '../../services/core.ts';
+import { HealthSchema } from '../schemas/wire.ts';
+import { ErrorRef, SECURITY, data, errors } from './shared.ts';
+
+export function registerServiceRoutes(app: FastifyInstance, core: Core): void {
+  app.get('/api/v1', {
+    config: { quota: 'peek' },
+    schema: {
+      operationId: 'discover', tags: ['service'], summary: 'Service discovery: endpoint index, docs links and the email TTL. Outside the quota.', security: SECURITY,
+      response: { 200: data(Type.Object({
+        name: Type.String(), version: Type.String(), email_ttl_seconds: Type.Integer(), domains: Type.Array(Type.String()),
+        docs: Type.Object({ html: Type.String(), openapi: Type.String() }),
+        mcp: Type.String(), web: Type.String(),
+        endpoints: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
+      }), 'Service index'), ...errors('unauthorized') },
+    },
+  }, async () => ({
+    data: {
+      name: 'ephemail',
+      version: '1.0.0',
+      email_ttl_seconds: core.config.emailTtlSeconds,
+      domains: [...core.config.domains],
+      docs: { html: `${core.baseUrl()}/docs`, openapi: `${core.baseUrl()}/api/v1/openapi.json` },
+      mcp: `${core.baseUrl()}/mcp`,
+      web: `${core.baseUrl()}/`,
+      endpoints: app.endpointList,
+    },
+  }));
+
+  app.get('/api/v1/health', {
+    config: { quota: 'peek' },
+    schema: {
+      operationId: 'health', tags: ['service'], summary: 'Health check: the store answers a trivial query and the SMTP listener runs. Outside the quota.', security: SECURITY,
+      response: { 200: data(Type.Ref(HealthSchema), 'Healthy'), 401: ErrorRef, 503: data(Type.Ref(HealthSchema), 'Degraded: the failing part is named') },
+    },
+  }, async (_req, reply) => {
+    let database: 'connected' | 'disconnected' = 'connected';
+    try {
+      await core.store.ping();
+    } catch {
+      database = 'disconnected';
+    }
+    const smtp = core.smtpRunning() ? 'running' as const : 'stopped' as const;
+    const ok = database === 'connected' && smtp === 'running';
+    reply.code(ok ? 200 : 503);
+    return { data: { status: ok ? 'ok' as const : 'degraded' as const, database, smtp } };
+  });
+}
