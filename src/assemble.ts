@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import type { Bus } from './bus/bus.ts';
 import { createMemoryBus } from './bus/memory.ts';
-import type { Config } from './config.ts';
+import { redactStoreUrl, type Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
 import type { Limiter } from './limiter/limiter.ts';
@@ -36,8 +36,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
   return openRedisBackends(config, log);
 }
 
-/** The store setting without credentials, for logs. */
-export const redactStoreUrl = (store: string) => store.replace(/^([a-z+]+:\/\/)[^@/]*@/i, '$1***@');
+export { redactStoreUrl } from './config.ts';
 
 export function createLogger(config: Config): Logger {
   return pino({

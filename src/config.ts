@@ -90,6 +90,9 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_SESSION_SECRET', type: 'secret', default: 'random per process', meaning: 'signs MCP session ids (at least 32 bytes)' },
 ]);
 
+/** The store setting without credentials, for logs and the banner. */
+export const redactStoreUrl = (store: string) => store.replace(/^([a-z+]+:\/\/)[^@/]*@/i, '$1***@');
+
 export class ConfigError extends Error {
   constructor(variable: string, value: string, expected: string) {
     super(`${variable}=${JSON.stringify(value)} is not valid: expected ${expected}`);

@@ -2,9 +2,8 @@
 // with an anchor per endpoint and per error type (error.docs links to #error-<type>).
 import type { FastifyInstance } from 'fastify';
 import { ERROR_MEANING, ERROR_STATUS, ERROR_TYPES } from '../domain/errors.ts';
+import { escapeHtml as esc } from '../domain/escape.ts';
 import type { Core } from '../services/core.ts';
-
-const esc = (s: unknown) => String(s ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 function schemaText(schema: any, components: Record<string, any>, depth = 0): string {
   if (!schema || depth > 4) return '';

@@ -30,6 +30,12 @@ export interface EmailSummary extends Arrival {
   hasAttachments: boolean;
 }
 
+/** The summary of a new row once the store gave it its id (every backend returns these). */
+export const summaryOf = (id: string, e: NewEmail): EmailSummary => ({
+  id, address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
+  hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
+});
+
 /** A stored row: the summary and the key of the message it references. */
 export interface StoredEmail extends EmailSummary {
   /** Opaque; the same for every recipient of one message. */

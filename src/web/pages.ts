@@ -3,7 +3,9 @@
 import type { EmailFull } from '../domain/message.ts';
 import { decodeWords } from 'postal-mime';
 
-export const esc = (s: unknown): string => String(s ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+import { escapeHtml as esc } from '../domain/escape.ts';
+
+export { esc };
 
 /** `/inbox/<address>` as web_url writes it (DECISIONS.md): the address percent-encoded, `@` kept. */
 export const inboxPath = (address: string): string => `/inbox/${encodeURIComponent(address).replace(/%40/g, '@')}`;

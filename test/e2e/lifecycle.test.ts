@@ -2,7 +2,7 @@
 // expiry, restart keeps mail and keys, SIGKILL mid-burst loses nothing acknowledged, SIGTERM
 // answers held polls and exits 0, and Debian's swaks as a real-world SMTP client.
 import assert from 'node:assert/strict';
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { startService } from '../helpers/service.ts';
 import { SmtpClient, message, toWire } from '../helpers/smtp.ts';
 import { expectError, listAll } from '../helpers/contract.ts';
+import { spawnServe } from '../helpers/serve.ts';
 
 const BIN = resolve(import.meta.dirname, '../../bin/ephemail.js');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -109,41 +110,24 @@ describe('restart', () => {
   });
 });
 
-/** Runs `ephemail serve` as a child process; resolves with its bound addresses from the start-up log line. */
-async function spawnServe(env: Record<string, string>, args = ['serve']): Promise<{ child: ChildProcess; http: string; smtpPort: number; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [BIN, ...args], {
-    env: { ...process.env, EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-  let out = '';
-  const started = await new Promise<{ http: string; smtp: string }>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no start-up line: ${out}`)), 30_000);
-    child.stdout!.on('data', (d) => {
-      out += d;
-      for (const line of out.split('\n')) {
-        if (!line.includes('ephemail started')) continue;
-        const j = JSON.parse(line);
-        clearTimeout(t);
-        // the start-up line names the bound addresses, the store and the domains (DECISIONS.md)
-        assert.ok(!/:0$/.test(j.http) && !/:0$/.test(j.smtp), `actual ports: ${line}`);
-        assert.equal(j.store, env.EPHEMAIL_STORE);
-        assert.deepEqual(j.domains, ['ephemail.test']);
-        resolve({ http: j.http, smtp: j.smtp });
-        return;
-      }
-    });
-    child.stderr!.on('data', (d) => (out += d));
-    child.on('exit', () => reject(new Error(`exited before start: ${out}`)));
-  });
-  return { child, http: started.http, smtpPort: Number(started.smtp.split(':').pop()), exited };
+/** Runs `ephemail serve` as a child process; checks what its start-up line says. */
+async function startServe(env: Record<string, string>, args = ['serve']): Promise<{ child: ChildProcess; http: string; smtpPort: number; exited: Promise<number | null> }> {
+  const served = await spawnServe(env, { args });
+  const child = served.child;
+  const exited = new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.on('exit', (code) => r(code))));
+  const j = served.startLine as { http: string; smtp: string; store: string; domains: string[] };
+  // the start-up line names the bound addresses, the store and the domains (DECISIONS.md)
+  assert.ok(!/:0$/.test(j.http) && !/:0$/.test(j.smtp), `actual ports: ${JSON.stringify(j)}`);
+  assert.equal(j.store, env.EPHEMAIL_STORE);
+  assert.deepEqual(j.domains, ['ephemail.test']);
+  return { child, http: served.http, smtpPort: served.smtpPort, exited };
 }
 
 describe('the process', () => {
   test('SIGKILL in the middle of a delivery burst: every email that got a 250 is there after restart', { timeout: 120_000 }, async () => {
     const dir = tempDir();
     const env = { EPHEMAIL_STORE: `sqlite:${join(dir, 'kill.db')}`, EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000' };
-    const first = await spawnServe(env);
+    const first = await startServe(env);
     const acked: { address: string; subject: string }[] = []; // every message has its own inbox
     let stop = false;
     const worker = async (n: number) => {
@@ -172,7 +156,7 @@ describe('the process', () => {
     await first.exited;
     await workers;
     assert.ok(acked.length >= 40);
-    const second = await spawnServe(env);
+    const second = await startServe(env);
     try {
       const missing: string[] = [];
       for (const { address, subject } of acked) {
@@ -189,7 +173,7 @@ describe('the process', () => {
 
   test('SIGTERM: held polls are answered with their empty result, then exit 0', { timeout: 60_000 }, async () => {
     const dir = tempDir();
-    const p = await spawnServe({ EPHEMAIL_STORE: `sqlite:${join(dir, 'term.db')}` });
+    const p = await startServe({ EPHEMAIL_STORE: `sqlite:${join(dir, 'term.db')}` });
     const key = (await (await fetch(`${p.http}/api/v1/keys`, { method: 'POST' })).json()).data.api_key;
     const held = fetch(`${p.http}/api/v1/inboxes/term%40ephemail.test/emails?wait=30`, { headers: { 'x-api-key': key } });
     await sleep(500);
@@ -206,7 +190,7 @@ describe('the process', () => {
 
   test('no subcommand means serve', { timeout: 60_000 }, async () => {
     const dir = tempDir();
-    const p = await spawnServe({ EPHEMAIL_STORE: `sqlite:${join(dir, 'default.db')}` }, []);
+    const p = await startServe({ EPHEMAIL_STORE: `sqlite:${join(dir, 'default.db')}` }, []);
     assert.equal((await fetch(`${p.http}/api/v1/health`)).status, 200);
     p.child.kill('SIGINT');
     assert.equal(await p.exited, 0, 'SIGINT exits 0 too');

@@ -1,15 +1,7 @@
 // Test helpers: real `ephemail serve` processes (bin/ephemail.js) on ports 0, found through their
 // `ephemail started` log line, stopped with SIGTERM (SIGKILL after a bound); a raw SMTP sender.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import nodemailer from 'nodemailer';
-
-const root = resolve(import.meta.dirname, '../..');
-const live = new Set<ChildProcess>();
-process.on('exit', () => {
-  for (const c of live) c.kill('SIGKILL');
-});
+import { spawnServe } from '../helpers/serve.ts';
 
 export interface Node {
   name: string;
@@ -28,44 +20,8 @@ export interface Node {
 }
 
 export async function startNode(name: string, env: Record<string, string>): Promise<Node> {
-  const child = spawn(process.execPath, ['bin/ephemail.js', 'serve'], {
-    cwd: root,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  live.add(child);
-  child.once('exit', () => live.delete(child));
-  const logs: Record<string, unknown>[] = [];
-  let stderr = '';
-  child.stderr!.on('data', (d) => (stderr += d));
-  const started = new Promise<{ http: string; smtp: string }>((resolveStart, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name}: no 'ephemail started' within 30 s\n${stderr}`)), 30_000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${name} exited (${code}) before starting\n${stderr}`));
-    });
-    createInterface({ input: child.stdout! }).on('line', (line) => {
-      let rec: Record<string, unknown>;
-      try {
-        rec = JSON.parse(line);
-      } catch {
-        return;
-      }
-      logs.push(rec);
-      if (rec.msg === 'ephemail started') {
-        clearTimeout(timer);
-        resolveStart({ http: String(rec.http), smtp: String(rec.smtp) });
-      }
-    });
-  });
-  let urls: { http: string; smtp: string };
-  try {
-    urls = await started;
-  } catch (err) {
-    child.kill('SIGKILL');
-    throw err;
-  }
-  const smtpPort = Number(urls.smtp.split(':').pop());
+  const { child, http, smtpPort, logs } = await spawnServe(env, { name, inheritEnv: false });
+  const urls = { http };
   return {
     name,
     http: urls.http,

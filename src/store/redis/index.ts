@@ -3,7 +3,7 @@
 import type { Logger } from 'pino';
 import type { Backends } from '../../assemble.ts';
 import { createRedisBus } from '../../bus/redis.ts';
-import type { Config } from '../../config.ts';
+import { redactStoreUrl, type Config } from '../../config.ts';
 import { createRedisLimiter } from '../../limiter/redis.ts';
 import { closing, connect, parseRedisUrl, whenReady, type RedisClient } from './client.ts';
 import { keyspace } from './keys.ts';
@@ -58,7 +58,7 @@ export async function openRedisBackends(config: Config, log: Logger): Promise<Ba
   try {
     await whenReady(main, STARTUP_WAIT_MS);
   } catch (err) {
-    log.error({ err: { message: (err as Error).message }, store: config.store.replace(/\/\/[^@/]*@/, '//***@') },
+    log.error({ err: { message: (err as Error).message }, store: redactStoreUrl(config.store) },
       'Redis is not reachable; starting degraded (health 503, API 500, SMTP 451) until it answers');
   }
   await checkDurability(main, log);

@@ -3,7 +3,7 @@
 // never shows expired mail. Ids are assigned inside the write script from the server's TIME.
 import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
-import type { EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, Store, StoredBytes, StoredEmail } from '../store.ts';
+import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
 import { call, closing, type RedisClient } from './client.ts';
 import { addressSlot, idSlot, type Keyspace } from './keys.ts';
 import * as lua from './scripts.ts';
@@ -56,10 +56,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     const args: Arg[] = [emails.length];
     for (const e of emails) {
       const s = addressSlot(e.address);
-      const summary: StoredSummary = {
-        address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
-        hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
-      };
+      const { id: _none, ...summary }: EmailSummary = summaryOf('', e);
       args.push(k.slotBase(s), e.address, s * 2 ** 18 + randomInt(2 ** 18), randomInt(2 ** 30), e.expiresAt, JSON.stringify(summary), keyOf.get(e.raw)!);
     }
     return (await run.add([k.sequence(slot)], args)) as string[];
@@ -102,10 +99,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       });
       await Promise.all([...groups].map(async ([s, idx]) => (await addGroup(s, idx.map((i) => emails[i]), keyOf)).forEach((id, j) => (ids[idx[j]] = id))));
     }
-    return emails.map((e, i) => ({
-      id: ids[i], address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
-      hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
-    }));
+    return emails.map((e, i) => summaryOf(ids[i], e));
   }
 
   /** One row fewer references these messages; the last one frees it. */

@@ -12,7 +12,7 @@ import { typedStoreError } from './errors.ts';
 import { groupCommit, type WriteJob } from './group-commit.ts';
 import { MIGRATIONS } from './migrations.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
-import type { EmailSummary, KeyRecord, ListQuery, MintResult, NewEmail, NewKey, Store, StoredBytes, StoredEmail } from '../store.ts';
+import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
 
 const CHUNK = 256 * 1024;
 /** Rows one sweep transaction deletes: a flood expiring never holds the writer for long. */
@@ -130,10 +130,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
       if (!m) messages.set(e.raw, (m = [id, e.raw, e.expiresAt]));
       else if (e.expiresAt > m[2]) m[2] = e.expiresAt;
       rows.push([id, e.address, m[0], e.sender, e.mailedBy, e.subject, e.hasAttachments ? 1 : 0, e.receivedAt, e.expiresAt]);
-      return {
-        id, address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
-        hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
-      };
+      return summaryOf(id, e);
     });
     return writes.write({ kind: 'add', messages: [...messages.values()], emails: rows }).then(() => summaries);
   }
