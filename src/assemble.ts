@@ -32,7 +32,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
     return { store: createSqliteStore(path === ':memory:' ? ':memory:' : path), bus: createMemoryBus(), limiter: createMemoryLimiter() };
   }
   // Redis is loaded lazily: a SQLite deployment never imports ioredis.
-  const { openRedisBackends } = await import('./store/redis/index.ts');
+  const { openRedisBackends } = await import('./assemble-redis.ts');
   return openRedisBackends(config, log);
 }
 

@@ -4,8 +4,7 @@
 // reconnects after an outage every local waiter is woken once, so mail stored meanwhile is seen.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { call, type RedisClient } from '../store/redis/client.ts';
-import { closeClient } from '../store/redis/redis-store.ts';
+import { call, closeClient, type RedisClient } from '../redis/client.ts';
 import type { Bus } from './bus.ts';
 import { createMemoryBus } from './memory.ts';
 

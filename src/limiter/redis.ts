@@ -4,10 +4,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Limits } from '../config.ts';
-import { call, type RedisClient } from '../store/redis/client.ts';
-import type { Keyspace } from '../store/redis/keys.ts';
-import { closeClient } from '../store/redis/redis-store.ts';
-import { ACQUIRE_WAIT, LIMIT_HIT } from '../store/redis/scripts.ts';
+import { call, closeClient, type RedisClient } from '../redis/client.ts';
+import type { Keyspace } from '../redis/keys.ts';
+import { ACQUIRE_WAIT, LIMIT_HIT } from './redis-scripts.ts';
 import { DAY_MS, MINUTE_MS, limitResult, type Limiter } from './limiter.ts';
 
 export interface RedisLimiterOptions {

@@ -2,8 +2,8 @@
 import { createMemoryBus } from '../../src/bus/memory.ts';
 import { createMemoryLimiter } from '../../src/limiter/memory.ts';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
-import { connect, parseRedisUrl, whenReady } from '../../src/store/redis/client.ts';
-import { keyspace } from '../../src/store/redis/keys.ts';
+import { connect, parseRedisUrl, whenReady } from '../../src/redis/client.ts';
+import { keyspace } from '../../src/redis/keys.ts';
 import { SKIP_REDIS, TEST_REDIS_URL } from '../redis/servers.ts';
 import { busSuite } from './bus.suite.ts';
 import { limiterSuite } from './limiter.suite.ts';

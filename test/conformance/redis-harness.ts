@@ -2,9 +2,9 @@
 // prefix; cleanup() deletes every key of the run and checks none is left.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
-import { keyspace } from '../../src/store/redis/keys.ts';
-import { closeClient, createRedisStore } from '../../src/store/redis/redis-store.ts';
+import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
+import { keyspace } from '../../src/redis/keys.ts';
+import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import type { Bus } from '../../src/bus/bus.ts';
 import { createRedisBus } from '../../src/bus/redis.ts';
 import type { Store } from '../../src/store/store.ts';

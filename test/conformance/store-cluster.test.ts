@@ -2,8 +2,8 @@
 // loopback for this file (redis-cli --cluster create), stopped afterwards.
 import { after, before } from 'node:test';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
-import { connect, parseRedisUrl, whenReady } from '../../src/store/redis/client.ts';
-import { keyspace } from '../../src/store/redis/keys.ts';
+import { connect, parseRedisUrl, whenReady } from '../../src/redis/client.ts';
+import { keyspace } from '../../src/redis/keys.ts';
 import { SKIP_SERVER, startCluster, type RedisCluster } from '../redis/servers.ts';
 import { busSuite } from './bus.suite.ts';
 import { limiterSuite } from './limiter.suite.ts';

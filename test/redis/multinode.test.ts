@@ -7,8 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/store/redis/client.ts';
-import { closeClient } from '../../src/store/redis/redis-store.ts';
+import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
 import { startNode, type Node } from './nodes.ts';
 import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis } from './servers.ts';
 

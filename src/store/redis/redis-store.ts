@@ -4,8 +4,8 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
-import { call, closing, type RedisClient } from './client.ts';
-import { addressSlot, idSlot, type Keyspace } from './keys.ts';
+import { call, closeClient, closing, type RedisClient } from '../../redis/client.ts';
+import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
 import { createRedisWebhooks } from './webhooks.ts';
 
@@ -240,14 +240,3 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   };
 }
 
-/** Quits politely when Redis answers, else drops the connection; never throws. */
-export async function closeClient(client: RedisClient): Promise<void> {
-  if (client.status === 'end') return;
-  closing.add(client);
-  try {
-    if (client.status !== 'ready') throw new Error('not ready');
-    await Promise.race([client.quit(), new Promise((_, reject) => setTimeout(() => reject(new Error("quit timeout")), 2000).unref())]);
-  } catch {
-    client.disconnect();
-  }
-}

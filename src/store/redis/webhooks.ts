@@ -3,7 +3,7 @@
 // time, and claiming moves a job's score to the end of its lease, so a job goes to one node at a
 // time and comes back by itself when a node dies with it (docs/push.md "Webhooks").
 import { ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type DeliveryAttempt, type DeliveryJob, type WebhookRecord, type WebhookStore } from '../webhooks.ts';
-import { call, type RedisClient } from './client.ts';
+import { call, type RedisClient } from '../../redis/client.ts';
 
 type Arg = string | number;
 type Run = (keys: string[], args: Arg[]) => Promise<unknown>;

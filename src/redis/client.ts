@@ -3,7 +3,7 @@
 // Commands never queue while Redis is away (enableOfflineQueue: false): they fail at once, and the
 // client reconnects by itself (retryStrategy) so the node recovers with no restart.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import { StoreUnavailableError } from '../../domain/errors.ts';
+import { StoreUnavailableError } from '../domain/errors.ts';
 
 export type RedisClient = Redis | Cluster;
 
@@ -130,5 +130,17 @@ export async function call<T>(fn: () => Promise<T>): Promise<T> {
     return await fn();
   } catch (err) {
     throw toStoreError(err);
+  }
+}
+
+/** Quits politely when Redis answers, else drops the connection; never throws. */
+export async function closeClient(client: RedisClient): Promise<void> {
+  if (client.status === 'end') return;
+  closing.add(client);
+  try {
+    if (client.status !== 'ready') throw new Error('not ready');
+    await Promise.race([client.quit(), new Promise((_, reject) => setTimeout(() => reject(new Error("quit timeout")), 2000).unref())]);
+  } catch {
+    client.disconnect();
   }
 }

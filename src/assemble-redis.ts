@@ -1,13 +1,13 @@
 // Redis backends (EPHEMAIL_STORE=redis://…, rediss://…, redis+cluster://…): one store connection
 // shared with the limiter, one pub/sub connection for the bus. Loaded lazily by assemble.ts.
 import type { Logger } from 'pino';
-import type { Backends } from '../../assemble.ts';
-import { createRedisBus } from '../../bus/redis.ts';
-import { redactStoreUrl, type Config } from '../../config.ts';
-import { createRedisLimiter } from '../../limiter/redis.ts';
-import { closing, connect, parseRedisUrl, whenReady, type RedisClient } from './client.ts';
-import { keyspace } from './keys.ts';
-import { createRedisStore } from './redis-store.ts';
+import type { Backends } from './assemble.ts';
+import { createRedisBus } from './bus/redis.ts';
+import { redactStoreUrl, type Config } from './config.ts';
+import { createRedisLimiter } from './limiter/redis.ts';
+import { closing, connect, parseRedisUrl, whenReady, type RedisClient } from './redis/client.ts';
+import { keyspace } from './redis/keys.ts';
+import { createRedisStore } from './store/redis/redis-store.ts';
 
 /** How long start-up waits for Redis before starting anyway (degraded until Redis answers). */
 const STARTUP_WAIT_MS = 5000;
