@@ -1,0 +1,55 @@
+// The wire mappers: domain objects → the spec's JSON fields, and the ISO formatter they use.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { iso, summaryJson, toWireAttachment, toWireEmail, toWireSummary } from '../../src/http/schemas/wire.ts';
+import type { Core } from '../../src/services/core.ts';
+import type { EmailFull } from '../../src/domain/message.ts';
+
+test('iso() is exactly toISOString, across days, years and the edges', () => {
+  const values = [0, 1, 999, 1000, 86_399_999, 86_400_000, 951_782_400_000 /* 2000-02-29 */, 1_795_573_000_123, 253_402_300_799_999];
+  let x = 12345;
+  for (let i = 0; i < 20_000; i++) {
+    x = (x * 1103515245 + 12345) % 2 ** 31;
+    values.push(Math.floor((x / 2 ** 31) * 253_402_300_799_999));
+  }
+  for (const v of values) assert.equal(iso(v), new Date(v).toISOString(), String(v));
+  for (const v of [-1, 253_402_300_800_000, 1.5]) assert.equal(iso(v), new Date(v).toISOString(), String(v));
+  assert.throws(() => iso(NaN), RangeError);
+});
+
+const summary = { id: '019a0000-0000-7000-8000-000000000001', address: 'a@ephemail.test', sender: 'S <s@x.test>', mailedBy: 'x.test', subject: 'Hi', hasAttachments: true, receivedAt: 0, expiresAt: 3_600_000 };
+
+test('toWireSummary names the spec\'s fields', () => {
+  assert.deepEqual(toWireSummary(summary), {
+    id: summary.id, address: 'a@ephemail.test', sender: 'S <s@x.test>', mailed_by: 'x.test', subject: 'Hi', has_attachments: true,
+    received_at: '1970-01-01T00:00:00.000Z', expires_at: '1970-01-01T01:00:00.000Z',
+  });
+});
+
+test('summaryJson keeps a text per summary object only while every field is unchanged', () => {
+  const serialize = (w: unknown) => JSON.stringify(w);
+  const e = { ...summary };
+  const first = summaryJson(e, serialize);
+  assert.equal(first, JSON.stringify(toWireSummary(e)));
+  e.subject = 'Changed';
+  assert.equal(JSON.parse(summaryJson(e, serialize)).subject, 'Changed');
+});
+
+test('toWireEmail and toWireAttachment: bodies, links and absolute URLs on the base URL', () => {
+  const core = { baseUrl: () => 'https://mail.example' } as unknown as Core;
+  const e: EmailFull = {
+    ...summary, to: 'a@ephemail.test', cc: '', messageId: '<m@x>', headers: [{ name: 'Subject', value: 'Hi' }], textBody: 'code 123456', htmlBody: null,
+    attachments: [{ id: 'a 1', filename: 'f.pdf', contentType: 'application/pdf', sizeBytes: 3, contentId: null }], attachmentsDropped: 1,
+    agentBody: { body: 'code 123456', truncated: false }, codes: [], links: [],
+  } as unknown as EmailFull;
+  const w = toWireEmail(core, e) as Record<string, unknown>;
+  assert.equal(w.raw_url, `https://mail.example/api/v1/emails/${summary.id}/raw`);
+  assert.equal(w.attachments_dropped, 1);
+  assert.equal(w.text_body, 'code 123456');
+  assert.equal(w.html_body, null);
+  assert.equal('agentBody' in w, false, 'internal fields stay inside');
+  assert.deepEqual(toWireAttachment(core, summary.id, e.attachments[0]), {
+    id: 'a 1', filename: 'f.pdf', content_type: 'application/pdf', size_bytes: 3, content_id: null,
+    download_url: `https://mail.example/api/v1/emails/${summary.id}/attachments/a%201`,
+  });
+});
