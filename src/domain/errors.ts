@@ -32,19 +32,48 @@ export const ERROR_MEANING: Record<ErrorType, string> = {
   internal_error: 'Server fault; retry with backoff (see retry-after when present).',
 };
 
+/**
+ * What the caller can do next, named by the service and put in words by each edge (an HTTP path, a
+ * tool name): services speak no transport.
+ */
+export type ErrorHint =
+  | { kind: 'list_domains' }
+  | { kind: 'empty_inbox'; address: string }
+  | { kind: 'list_attachments'; emailId: string };
+
+/** The input fields a service names; each edge calls them by its own names (local_part, name, since_id…). */
+export type ErrorField = 'address' | 'domain' | 'localPart' | 'from' | 'subject' | 'text' | 'since' | 'before';
+
 export class AppError extends Error {
   readonly type: ErrorType;
   readonly status: number;
   /** Seconds the client should wait before retrying (429 and some 500s). */
   readonly retryAfter?: number;
+  /** The input at fault: the message follows its name, which the edge writes (`<name> <message>`). */
+  readonly field?: ErrorField;
+  readonly hint?: ErrorHint;
 
-  constructor(type: ErrorType, message: string, options: { retryAfter?: number; cause?: unknown } = {}) {
+  constructor(type: ErrorType, message: string, options: { retryAfter?: number; cause?: unknown; field?: ErrorField; hint?: ErrorHint } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'AppError';
     this.type = type;
     this.status = ERROR_STATUS[type];
     if (options.retryAfter !== undefined) this.retryAfter = options.retryAfter;
+    if (options.field !== undefined) this.field = options.field;
+    if (options.hint !== undefined) this.hint = options.hint;
   }
+}
+
+/** An error's words for one edge: its field names and how it says each hint. */
+export interface ErrorWording {
+  fields: Record<ErrorField, string>;
+  hint(h: ErrorHint): string;
+}
+
+/** The message as an edge says it: `<field name> <message><hint>`. */
+export function describeError(err: AppError, words: ErrorWording): string {
+  const head = err.field ? `${words.fields[err.field]} ${err.message}` : err.message;
+  return err.hint ? head + words.hint(err.hint) : head;
 }
 
 /** Thrown by a store or bus when its backend cannot be reached: a temporary fault (HTTP 500 + retry-after, SMTP 451). */

@@ -1,7 +1,13 @@
 // The one translator of AppError to the tool endpoint (ARCHITECTURE.md rule 6): an actionable error
 // is a normal tool result with isError: true whose text says what happened and what to do next.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { AppError, StoreUnavailableError } from '../domain/errors.ts';
+import { AppError, StoreUnavailableError, describeError, type ErrorWording } from '../domain/errors.ts';
+
+/** The tool endpoint's words for a service error: its argument names and tools. */
+const MCP_WORDING: ErrorWording = {
+  fields: { address: 'address', domain: 'domain', localPart: 'name', from: 'from', subject: 'subject', text: 'text', since: 'since_id', before: 'before' },
+  hint: (h) => (h.kind === 'list_attachments' ? '; read_email lists them' : ''),
+};
 
 const NEXT_STEP: Partial<Record<AppError['type'], string>> = {
   not_found: 'Emails are deleted about one hour after arrival. Call check_inbox to list the ids that exist now.',
@@ -23,6 +29,6 @@ export function toolError(err: unknown): CallToolResult {
   const next = NEXT_STEP[e.type] ? ` ${NEXT_STEP[e.type]}` : '';
   return {
     isError: true,
-    content: [{ type: 'text', text: `Error (${e.type}): ${e.message}.${retry}${next}`.replace(/\.\./g, '.') }],
+    content: [{ type: 'text', text: `Error (${e.type}): ${describeError(e, MCP_WORDING)}.${retry}${next}`.replace(/\.\./g, '.') }],
   };
 }

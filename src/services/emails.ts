@@ -10,10 +10,10 @@ import type { Core } from './core.ts';
  * Resolves an inbox address from a path or tool argument: malformed → invalid_request (naming
  * `field`), a domain the service does not serve → not_found (DECISIONS.md "Addresses in paths").
  */
-export function resolveInbox(core: Core, raw: string, field = 'address'): Address {
+export function resolveInbox(core: Core, raw: string): Address {
   const addr = parseAddress(raw);
   if (!addr) {
-    throw new AppError('invalid_request', `${field} ${JSON.stringify(raw.slice(0, 100))} is not a valid email address (expected local-part@domain)`);
+    throw new AppError('invalid_request', `${JSON.stringify(raw.slice(0, 100))} is not a valid email address (expected local-part@domain)`, { field: 'address' });
   }
   if (!core.config.domains.includes(addr.domain)) {
     throw new AppError('not_found', `${addr.domain} is not a domain of this service; active domains: ${core.config.domains.join(', ')}`);
@@ -61,7 +61,7 @@ function checkFilter(core: Core, filter: MailFilter): (() => Match) | null {
   for (const field of ['from', 'subject', 'text'] as const) {
     const v = filter[field];
     if (v === undefined || v === '') continue;
-    if (v.length > FILTER_MAX_CHARS) throw new AppError('invalid_request', `${field} is at most ${FILTER_MAX_CHARS} characters`);
+    if (v.length > FILTER_MAX_CHARS) throw new AppError('invalid_request', `is at most ${FILTER_MAX_CHARS} characters`, { field });
     parts.push([field, v.toLowerCase()]);
   }
   if (parts.length === 0) return null;
@@ -87,7 +87,7 @@ function checkCursors(input: { since?: string; before?: string }): void {
   }
   for (const field of ['since', 'before'] as const) {
     const v = input[field];
-    if (v !== undefined && !isUuid(v)) throw new AppError('invalid_request', `${field} must be an email id (a UUID), got ${JSON.stringify(v.slice(0, 60))}`);
+    if (v !== undefined && !isUuid(v)) throw new AppError('invalid_request', `must be an email id (a UUID), got ${JSON.stringify(v.slice(0, 60))}`, { field });
   }
 }
 
@@ -211,7 +211,7 @@ export async function getAttachment(core: Core, emailId: string, attachmentId: s
   const bytes = index >= 0 ? await core.store.readPart(row.messageKey, index) : null;
   if (index < 0 || !bytes) {
     if (index >= 0) throw notFound(emailId); // freed meanwhile
-    throw new AppError('not_found', `Email ${emailId} has no attachment ${JSON.stringify(attachmentId.slice(0, 60))}; list them at /api/v1/emails/${emailId}/attachments`);
+    throw new AppError('not_found', `Email ${emailId} has no attachment ${JSON.stringify(attachmentId.slice(0, 60))}`, { hint: { kind: 'list_attachments', emailId } });
   }
   return { meta: views.attachments[index], chunks: bytes.chunks };
 }

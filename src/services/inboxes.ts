@@ -10,30 +10,27 @@ export interface CreateInboxInput {
   localPart?: string;
   /** Length of a random local part: 10 for the API, 8 for the tool endpoint (DECISIONS.md). */
   randomLength: number;
-  /** Field names for error messages (the tool endpoint calls them differently). */
-  fields?: { domain: string; localPart: string };
 }
 
 export async function createInbox(core: Core, input: CreateInboxInput): Promise<Address> {
-  const fields = input.fields ?? { domain: 'domain', localPart: 'local_part' };
   const domains = core.config.domains;
   const domain = input.domain === undefined ? domains[0] : input.domain.trim().toLowerCase();
   if (!domains.includes(domain)) {
-    throw new AppError('invalid_request', `${fields.domain} ${JSON.stringify(input.domain)} is not an active domain; use one of: ${domains.join(', ')} (GET /api/v1/domains)`);
+    throw new AppError('invalid_request', `${JSON.stringify(input.domain)} is not an active domain; use one of: ${domains.join(', ')}`, { field: 'domain', hint: { kind: 'list_domains' } });
   }
   const now = core.clock.now();
   if (input.localPart !== undefined) {
     const localPart = input.localPart.toLowerCase();
     if (!CREATE_LOCAL_PART_RE.test(localPart)) {
-      throw new AppError('invalid_request', `${fields.localPart} must match ^[a-z0-9][a-z0-9._+-]{0,63}$ (letters, digits, . _ + -, starting with a letter or digit, at most 64)`);
+      throw new AppError('invalid_request', 'must match ^[a-z0-9][a-z0-9._+-]{0,63}$ (letters, digits, . _ + -, starting with a letter or digit, at most 64)', { field: 'localPart' });
     }
     const address = `${localPart}@${domain}`;
     // the pattern admits "a..b" and "a.", which are not dot-atoms: no SMTP client can deliver to them
     if (!parseAddress(address)) {
-      throw new AppError('invalid_request', `${fields.localPart} must not contain consecutive dots or end with a dot: ${JSON.stringify(localPart)} could never receive mail`);
+      throw new AppError('invalid_request', `must not contain consecutive dots or end with a dot: ${JSON.stringify(localPart)} could never receive mail`, { field: 'localPart' });
     }
     if (await core.store.hasEmails(address, now)) {
-      throw new AppError('address_in_use', `${address} already holds mail, so it cannot be handed out as empty. Delete its mail first (DELETE /api/v1/inboxes/${address}/emails) or omit ${fields.localPart} for a random address.`);
+      throw new AppError('address_in_use', `${address} already holds mail, so it cannot be handed out as empty.`, { hint: { kind: 'empty_inbox', address } });
     }
     return { address, localPart, domain };
   }

@@ -4,7 +4,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError } from '../domain/errors.ts';
+import { AppError, describeError } from '../domain/errors.ts';
+import { HTTP_WORDING } from '../http/plugins/errors.ts';
 import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import { deleteEmail, getAttachment, getEmail, getRaw, listEmails, purgeInbox, resolveInbox } from '../services/emails.ts';
@@ -73,7 +74,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
   const errorPage = (reply: FastifyReply, err: unknown, link?: { href: string; label: string }) => {
     if (!(err instanceof AppError) || (err.type !== 'not_found' && err.type !== 'invalid_request')) throw err;
     const title = err.type === 'not_found' ? 'Not found' : 'Not a valid address';
-    return html(reply, err.status, messagePage(urls, title, err.message, link));
+    return html(reply, err.status, messagePage(urls, title, describeError(err, HTTP_WORDING), link));
   };
 
   const hide = { schema: { hide: true } };
@@ -126,7 +127,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
   const actionError = (reply: FastifyReply, err: unknown) => {
     if (!(err instanceof AppError)) throw err;
     if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter));
-    return reply.code(err.status).header('cache-control', 'no-store').send({ error: { type: err.type, message: err.message } });
+    return reply.code(err.status).header('cache-control', 'no-store').send({ error: { type: err.type, message: describeError(err, HTTP_WORDING) } });
   };
   /** Admits a page action: same-site only (no cross-site form may act), then the web bucket. */
   const act = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
@@ -246,7 +247,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
       address = resolveInbox(core, request.params.address ?? '').address;
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
-      return reply.code(err.status).type('text/plain; charset=utf-8').send(err.message);
+      return reply.code(err.status).type('text/plain; charset=utf-8').send(describeError(err, HTTP_WORDING));
     }
     if (request.method === 'HEAD') return reply.type('text/event-stream').header('cache-control', 'no-store').send();
     if (!(await admit(request, reply, 'other'))) return reply;

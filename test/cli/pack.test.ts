@@ -30,7 +30,9 @@ test('npm pack → install into an empty directory → npx ephemail serve answer
     assert.equal(install.status, 0, `npm install: ${install.stderr.slice(-2000)}`);
     assert.doesNotMatch(install.stderr, /EBADENGINE/, 'no dependency needs a newer Node than "engines" says');
 
+    // its own process group: npx runs the service as a child of its own, and both must stop at the end
     child = spawn('npx', ['--no-install', 'ephemail', 'serve'], {
+      detached: true,
       cwd: app,
       env: { ...env, EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_STORE: 'sqlite:./data/mail.db' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -62,10 +64,32 @@ test('npm pack → install into an empty directory → npx ephemail serve answer
     const list = await (await fetch(`${started.http}/api/v1/inboxes/packed@ephemail.test/emails`)).json();
     assert.deepEqual(list.data.map((e: { subject: string }) => e.subject), ['from the packed build']);
   } finally {
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child!.once('exit', r));
-      child.kill('SIGTERM');
+    if (child?.pid !== undefined) {
+      const group = -child.pid;
+      const exited = child.exitCode === null ? new Promise((r) => child!.once('exit', r)) : Promise.resolve();
+      try {
+        process.kill(group, 'SIGTERM'); // npx and the service it started
+      } catch {
+        // already gone
+      }
+      const timer = setTimeout(() => {
+        try {
+          process.kill(group, 'SIGKILL');
+        } catch {
+          // gone
+        }
+      }, 15_000);
       await exited;
+      // the service itself (npx's child) may outlive npx by its shutdown: wait until the group is empty
+      for (let i = 0; i < 150; i++) {
+        try {
+          process.kill(group, 0);
+        } catch {
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      clearTimeout(timer);
     }
     rmSync(dir, { recursive: true, force: true });
   }

@@ -164,7 +164,7 @@ describe('tool endpoint through the SDK client', () => {
     assert.match(textOf(bad), /invalid_request/);
     const since = await client.callTool({ name: 'check_inbox', arguments: { address: 'a@ephemail.test', since_id: 'yesterday' } });
     assert.equal(since.isError, true);
-    assert.match(textOf(since), /since must be an email id/);
+    assert.match(textOf(since), /since_id must be an email id/);
     const wait = await client.callTool({ name: 'check_inbox', arguments: { address: 'a@ephemail.test', wait_seconds: 21 } });
     assert.equal(wait.isError, true);
     assert.match(textOf(wait), /wait_seconds/);

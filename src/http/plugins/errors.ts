@@ -1,16 +1,26 @@
 // The one translator of errors to the HTTP envelope (spec: Errors). No framework-default body, no
 // stack trace ever reaches a client.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AppError, StoreUnavailableError, type ErrorType } from '../../domain/errors.ts';
+import { AppError, StoreUnavailableError, type ErrorType, describeError, type ErrorWording } from '../../domain/errors.ts';
 import type { Core } from '../../services/core.ts';
 
 export function envelope(core: Core, type: ErrorType, message: string) {
   return { error: { type, message, docs: `${core.baseUrl()}/docs#error-${type}` } };
 }
 
+/** The API's words for a service error: its query and body names, its paths. */
+export const HTTP_WORDING: ErrorWording = {
+  fields: { address: 'address', domain: 'domain', localPart: 'local_part', from: 'from', subject: 'subject', text: 'text', since: 'since', before: 'before' },
+  hint: (h) => {
+    if (h.kind === 'list_domains') return ' (GET /api/v1/domains)';
+    if (h.kind === 'empty_inbox') return ` Delete its mail first (DELETE /api/v1/inboxes/${h.address}/emails) or omit local_part for a random address.`;
+    return `; list them at /api/v1/emails/${h.emailId}/attachments`;
+  },
+};
+
 export function sendError(core: Core, reply: FastifyReply, err: AppError): FastifyReply {
   if (err.retryAfter !== undefined) reply.header('retry-after', String(Math.max(1, Math.ceil(err.retryAfter))));
-  return reply.code(err.status).type('application/json; charset=utf-8').send(envelope(core, err.type, err.message));
+  return reply.code(err.status).type('application/json; charset=utf-8').send(envelope(core, err.type, describeError(err, HTTP_WORDING)));
 }
 
 type AjvError = { instancePath?: string; message?: string; params?: Record<string, unknown>; keyword?: string };

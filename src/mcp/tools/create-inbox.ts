@@ -23,7 +23,7 @@ export const createInboxTool = defineTool({
   }),
   annotations: { title: 'Create a disposable inbox', readOnlyHint: true, destructiveHint: false, idempotentHint: false, openWorldHint: false },
   async run({ core }, args) {
-    const inbox = await createInbox(core, { domain: args.domain, localPart: args.name, randomLength: 8, fields: { domain: 'domain', localPart: 'name' } });
+    const inbox = await createInbox(core, { domain: args.domain, localPart: args.name, randomLength: 8 });
     const structured = {
       address: inbox.address,
       web_url: webUrl(core, inbox.address),

@@ -1,0 +1,45 @@
+// Services name the field at fault and the next step; each edge says them in its own words: the API
+// its query/body names and paths, the tool endpoint its argument names and tools (no /api/v1 path).
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { loadConfig } from '../../src/config.ts';
+import { AppError } from '../../src/domain/errors.ts';
+import { HTTP_WORDING } from '../../src/http/plugins/errors.ts';
+import { describeError } from '../../src/domain/errors.ts';
+import { toolError } from '../../src/mcp/errors.ts';
+import type { Core } from '../../src/services/core.ts';
+import { createInbox } from '../../src/services/inboxes.ts';
+import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
+
+const mcpText = (err: unknown) => (toolError(err).content[0] as { text: string }).text;
+
+async function refusal(input: Parameters<typeof createInbox>[1], core: Core): Promise<AppError> {
+  try {
+    await createInbox(core, input);
+  } catch (err) {
+    assert.ok(err instanceof AppError);
+    return err;
+  }
+  throw new Error('not refused');
+}
+
+test('createInbox refusals: local_part / name, the domains list, the occupied address', async () => {
+  const store = createSqliteStore(':memory:');
+  const core = { config: loadConfig({ EPHEMAIL_DOMAINS: 'ephemail.test' }), store, clock: { now: () => Date.now() } } as unknown as Core;
+  try {
+    const bad = await refusal({ localPart: '-x', randomLength: 10 }, core);
+    assert.match(describeError(bad, HTTP_WORDING), /^local_part must match/);
+    assert.match(mcpText(bad), /Error \(invalid_request\): name must match/);
+    const domain = await refusal({ domain: 'other.test', randomLength: 10 }, core);
+    assert.equal(describeError(domain, HTTP_WORDING), 'domain "other.test" is not an active domain; use one of: ephemail.test (GET /api/v1/domains)');
+    assert.doesNotMatch(mcpText(domain), /\/api\/v1/);
+    const raw = new TextEncoder().encode('Subject: x\r\n\r\nx');
+    await store.addEmails([{ address: 'taken@ephemail.test', sender: 's', mailedBy: null, subject: 'x', hasAttachments: false, receivedAt: Date.now(), expiresAt: Date.now() + 60_000, raw }]);
+    const taken = await refusal({ localPart: 'taken', randomLength: 10 }, core);
+    assert.match(describeError(taken, HTTP_WORDING), /DELETE \/api\/v1\/inboxes\/taken@ephemail\.test\/emails\) or omit local_part/);
+    assert.match(mcpText(taken), /Omit name to get a random empty address/);
+    assert.doesNotMatch(mcpText(taken), /\/api\/v1|local_part/);
+  } finally {
+    await store.close();
+  }
+});
