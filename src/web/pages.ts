@@ -118,6 +118,22 @@ function extracted(e: EmailFull): string {
   return `<section class="card extracted" aria-labelledby="extracted-h"><h2 id="extracted-h">${e.codes.length > 0 ? 'Code' : 'Action'} <span class="muted">(found in this email: it is written by the sender)</span></h2>${codes}${link}</section>`;
 }
 
+const LINK_KINDS: Record<string, string> = { verify: 'Verify', reset_password: 'Reset password', login: 'Sign in', unsubscribe: 'Unsubscribe', view_online: 'View online' };
+
+/** Every link of the email (the API's `links`): its kind, text and address; a click-tracking redirect shows where it really goes. */
+function linkList(e: EmailFull): string {
+  if (e.links.length === 0) return '<p class="muted">This email has no links.</p>';
+  const items = e.links.map((l) => {
+    const kind = LINK_KINDS[l.kind] ? `<span class="link-kind">${esc(LINK_KINDS[l.kind])}</span> ` : '';
+    const text = l.text ? `<span class="link-text">${esc(l.text)}</span><br>` : '';
+    const tracked = l.destination
+      ? `<br><span class="tracked">Tracked link: it goes through the sender's click counter, then to <a href="${esc(l.destination)}" target="_blank" rel="noopener noreferrer nofollow">${esc(l.destination)}</a></span>`
+      : '';
+    return `<li>${kind}${text}<a class="link-url" href="${esc(l.url)}" target="_blank" rel="noopener noreferrer nofollow">${esc(l.url)}</a>${tracked}</li>`;
+  }).join('');
+  return `<p class="muted">Links found in this email (written by the sender: check where they go before you open them).</p><ul class="links">${items}</ul>`;
+}
+
 /** A header value with its encoded words decoded; as received when it has none or they are broken. */
 function decodeHeader(value: string): string {
   if (!value.includes('=?')) return value;
@@ -137,7 +153,7 @@ export function emailPage(assets: Assets, e: EmailFull): string {
   const row = (label: string, value: string) => (value ? `<dt>${label}</dt><dd>${value}</dd>` : '');
   const attachments = e.attachments.length === 0 ? '' : `<section class="card attachments" aria-labelledby="att-h">
 <h2 id="att-h">Attachments (${e.attachments.length})</h2>
-<ul>${e.attachments.map((a) => `<li><a class="download" href="/api/v1/emails/${esc(e.id)}/attachments/${esc(encodeURIComponent(a.id))}" download="${esc(a.filename)}">${esc(a.filename)}</a> <span class="muted">${esc(humanSize(a.sizeBytes))} · ${esc(a.contentType)}</span></li>`).join('')}</ul>
+<ul>${e.attachments.map((a) => `<li><a class="download" href="/web/emails/${esc(e.id)}/attachments/${esc(encodeURIComponent(a.id))}" download="${esc(a.filename)}">${esc(a.filename)}</a> <span class="muted">${esc(humanSize(a.sizeBytes))} · ${esc(a.contentType)}</span></li>`).join('')}</ul>
 </section>`;
   // decoded (RFC 2047 encoded words) by default, the value as received one click away
   const headers = e.headers.map((h) => {
@@ -158,7 +174,7 @@ ${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${u
 ${extracted(e)}
 <div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/web/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
 ${attachments}
-<div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('source', 'Source')}</div>
+<div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('links', `Links (${e.links.length})`)}${tab('source', 'Source')}</div>
 ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html" class="panel"${first === 'html' ? '' : ' hidden'}>
 <div class="frame-bar">${hasRemoteContent(e.htmlBody ?? '')
     ? '<span class="muted">Shown isolated: no scripts, no forms. Remote images are blocked so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button>'
@@ -172,6 +188,9 @@ ${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkif
 <section id="panel-headers" role="tabpanel" aria-labelledby="tab-headers" class="panel" hidden>
 <p><button id="headers-raw" type="button" aria-pressed="false">Show raw values</button></p>
 <div class="table-wrap"><table class="headers"><tbody>${headers}</tbody></table></div>
+</section>
+<section id="panel-links" role="tabpanel" aria-labelledby="tab-links" class="panel" hidden>
+${linkList(e)}
 </section>
 <section id="panel-source" role="tabpanel" aria-labelledby="tab-source" class="panel" hidden>
 <p class="muted">The message as received (parts over 5 MB are cut out of the stored copy).</p>

@@ -10,6 +10,7 @@ import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import { deleteEmail, getAttachment, getEmail, getRaw, listEmails, purgeInbox, resolveInbox } from '../services/emails.ts';
 import { createInbox } from '../services/inboxes.ts';
+import { contentDisposition } from '../http/download.ts';
 import { toWireSummary } from '../http/schemas/wire.ts';
 import { createStreamHub } from './events.ts';
 import { INLINE_IMAGE_TYPES, frameDocument } from './frame.ts';
@@ -198,6 +199,25 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
       return reply
         .header('content-type', 'message/rfc822')
         .header('content-disposition', `attachment; filename="${id}.eml"`)
+        .header('x-content-type-options', 'nosniff')
+        .header('content-security-policy', 'sandbox')
+        .header('cache-control', 'private, no-store')
+        .send(Buffer.concat(chunks));
+    } catch (err) {
+      return actionError(reply, err);
+    }
+  });
+
+  // Attachment downloads from the page: the stored bytes, never rendered.
+  app.get<{ Params: Params }>('/web/emails/:id/attachments/:attachment_id', hide, async (request, reply) => {
+    if (!(await act(request, reply))) return reply;
+    try {
+      const att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '');
+      const chunks: Uint8Array[] = [];
+      for await (const c of att.chunks) chunks.push(c);
+      return reply
+        .header('content-type', att.meta.contentType)
+        .header('content-disposition', contentDisposition(att.meta.filename))
         .header('x-content-type-options', 'nosniff')
         .header('content-security-policy', 'sandbox')
         .header('cache-control', 'private, no-store')

@@ -110,3 +110,30 @@ test('the list shows a preview line, the code as a badge and a marker for attach
   assert.doesNotMatch(await row('Long read').locator('.preview').innerText(), /zucchini/, 'not in the preview');
   await page.fill('#search', '');
 });
+
+test('the Links tab lists every link with its kind, and shows where a tracked link really goes; attachments download from the page', async () => {
+  const box = `links${Date.now()}@ephemail.test`;
+  await svc.send({
+    to: box, subject: 'Links inside', text: 'see html',
+    html: '<p><a href="https://click.mailer.example/track?u=42&url=https%3A%2F%2Fapp.example%2Fverify%3Ft%3Dabc">Verify your email</a></p><p><a href="https://news.example/unsubscribe">Unsubscribe</a></p>',
+    attachments: [{ filename: 'notes.txt', content: 'hello notes' }],
+  });
+  await page.goto(`${svc.http}/inbox/${box}`);
+  await page.locator('#emails li', { hasText: 'Links inside' }).locator('a').first().click();
+  await page.waitForURL(/\/inbox\/.+\/[0-9a-f-]{36}$/);
+  await page.getByRole('tab', { name: /^Links \(2\)$/ }).click();
+  const items = page.locator('#panel-links .links li');
+  assert.equal(await items.count(), 2);
+  const verify = items.filter({ hasText: 'Verify your email' });
+  assert.equal(await verify.locator('.link-kind').innerText(), 'Verify');
+  assert.match(await verify.locator('.tracked').innerText(), /click counter, then to https:\/\/app\.example\/verify\?t=abc/);
+  assert.equal(await verify.locator('.link-url').getAttribute('rel'), 'noopener noreferrer nofollow');
+  assert.equal(await items.filter({ hasText: 'Unsubscribe' }).locator('.tracked').count(), 0, 'a direct link is not marked tracked');
+  const href = await page.locator('a.download', { hasText: 'notes.txt' }).getAttribute('href');
+  assert.match(href ?? '', /^\/web\/emails\/[0-9a-f-]+\/attachments\//);
+  const dl = await svc.api(href!);
+  assert.equal(dl.status, 200);
+  assert.equal(await dl.text(), 'hello notes');
+  assert.match(dl.headers.get('content-disposition') ?? '', /^attachment; filename="notes\.txt"/);
+  assert.equal(dl.headers.get('x-content-type-options'), 'nosniff');
+});
