@@ -1,6 +1,5 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
-import { Value, ValueErrorType } from '@sinclair/typebox/value';
-import { Kind, type TSchema } from '@sinclair/typebox';
+import { Ajv } from 'ajv';
 import { BlockList, isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.ts';
@@ -76,7 +75,6 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     return503OnClosing: false,
     logController: new LogController({ disableRequestLogging: true }), // per-request lines cost throughput; errors are still logged
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
-    ajv: { customOptions: { coerceTypes: true, removeAdditional: false, useDefaults: true, allErrors: false } },
     // requests Node's parser refuses (headers over its 16 KiB limit, bytes that are not HTTP) get the envelope
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
       if (err.code === 'ECONNRESET' || socket.destroyed) return;
@@ -134,24 +132,15 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
   // (callback-style, as every hook on the request path: an async hook costs a promise per request)
   app.addHook('preValidation', (request, _reply, done) => {
     if (request.body === undefined && (request.method === 'POST' || request.method === 'DELETE')) request.body = {};
-    // Bodies are checked strictly, before Ajv (which coerces types for the query string) sees them:
-    // {"label": 5} is a wrong type, not the label "5".
-    // (the body first: request.routeOptions builds an object on each read, and a GET has no body)
-    const schema = request.body === undefined ? undefined : request.routeOptions.schema?.body as TSchema | undefined;
-    if (schema && Kind in schema) { // TypeBox schemas only (a plain JSON schema is Ajv's alone)
-      for (const e of Value.Errors(schema, request.body)) {
-        // JSON Schema string lengths count characters (code points), TypeBox counts UTF-16 units:
-        // a label of 100 emoji is 100 long. Ajv (which counts code points) checks lengths next.
-        if ((e.type === ValueErrorType.StringMaxLength || e.type === ValueErrorType.StringMinLength) && typeof e.value === 'string') {
-          const n = [...e.value].length;
-          const { maxLength = Infinity, minLength = 0 } = e.schema as { maxLength?: number; minLength?: number };
-          if (n <= maxLength && n >= minLength) continue;
-        }
-        return done(new AppError('invalid_request', describeBodyError(e.path, e.message)));
-      }
-    }
     done();
   });
+  // One validation, by Ajv, per part: the query string and path are text, so their types are
+  // coerced ("25" is 25); a JSON body is checked strictly ({"label": 5} is a wrong type, not "5").
+  // String lengths count characters (code points), as JSON Schema says.
+  const ajvOptions = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false } as const;
+  const coercing = new Ajv({ ...ajvOptions, coerceTypes: true });
+  const strict = new Ajv({ ...ajvOptions, coerceTypes: false });
+  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema));
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
   await registerOpenApi(app, core);
   registerErrorHandling(app, core);
@@ -173,10 +162,3 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
   return app;
 }
 
-/** "body.label: expected string" from a TypeBox value error; names the offending field. */
-function describeBodyError(path: string, message: string): string {
-  if (path === '') return 'body must be a JSON object';
-  const field = `body${path.replace(/\//g, '.')}`;
-  if (message === 'Unexpected property') return `${field} is not a known field`;
-  return `${field}: ${message.charAt(0).toLowerCase()}${message.slice(1)}`;
-}
