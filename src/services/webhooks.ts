@@ -102,7 +102,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
         received_at: iso(e.receivedAt), expires_at: iso(e.expiresAt),
         url: `${base}/api/v1/emails/${e.id}`,
         raw_url: `${base}/api/v1/emails/${e.id}/raw`,
-        web_url: `${base}/inbox/${encodeURIComponent(e.address)}`,
+        web_url: `${base}/inbox/${encodeURIComponent(e.address).replace(/%40/g, '@')}`, // as webUrl() writes it
       },
     });
   }

@@ -61,6 +61,7 @@ describe('webhooks (loopback allowed by the operator)', () => {
       assert.equal(event.data.subject, 'Verify your account');
       assert.equal(event.data.url, `${base}/api/v1/emails/${event.data.id}`);
       assert.equal(event.data.raw_url, `${base}/api/v1/emails/${event.data.id}/raw`);
+      assert.equal(event.data.web_url, `${base}/inbox/hooked@ephemail.test`);
       const email = await svc.api(`/api/v1/emails/${event.data.id}`);
       assert.equal(email.status, 200, 'the event names a stored email');
 
