@@ -1,20 +1,22 @@
 // The wire mappers: domain objects → the spec's JSON fields, and the ISO formatter they use.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { iso, summaryJson, toWireAttachment, toWireEmail, toWireSummary } from '../../src/http/schemas/wire.ts';
+import { createIsoFormatter, createSummaryJson, iso, toWireAttachment, toWireEmail, toWireSummary } from '../../src/http/schemas/wire.ts';
 import type { Core } from '../../src/services/core.ts';
 import type { EmailFull } from '../../src/domain/message.ts';
 
-test('iso() is exactly toISOString, across days, years and the edges', () => {
+test('the ISO formatter writes exactly what toISOString writes, across days, years and the edges', () => {
+  const fast = createIsoFormatter();
   const values = [0, 1, 999, 1000, 86_399_999, 86_400_000, 951_782_400_000 /* 2000-02-29 */, 1_795_573_000_123, 253_402_300_799_999];
   let x = 12345;
   for (let i = 0; i < 20_000; i++) {
     x = (x * 1103515245 + 12345) % 2 ** 31;
     values.push(Math.floor((x / 2 ** 31) * 253_402_300_799_999));
   }
-  for (const v of values) assert.equal(iso(v), new Date(v).toISOString(), String(v));
-  for (const v of [-1, 253_402_300_800_000, 1.5]) assert.equal(iso(v), new Date(v).toISOString(), String(v));
-  assert.throws(() => iso(NaN), RangeError);
+  for (const v of values) assert.equal(fast(v), new Date(v).toISOString(), String(v));
+  for (const v of [-1, 253_402_300_800_000, 1.5]) assert.equal(fast(v), new Date(v).toISOString(), String(v));
+  assert.throws(() => fast(NaN), RangeError);
+  assert.equal(iso(1_795_573_000_123), '2026-11-25T02:16:40.123Z');
 });
 
 const summary = { id: '019a0000-0000-7000-8000-000000000001', address: 'a@ephemail.test', sender: 'S <s@x.test>', mailedBy: 'x.test', subject: 'Hi', hasAttachments: true, receivedAt: 0, expiresAt: 3_600_000 };
@@ -26,13 +28,17 @@ test('toWireSummary names the spec\'s fields', () => {
   });
 });
 
-test('summaryJson keeps a text per summary object only while every field is unchanged', () => {
-  const serialize = (w: unknown) => JSON.stringify(w);
+test('createSummaryJson keeps a text per summary object only while every field is unchanged', () => {
+  let calls = 0;
+  const summaryJson = createSummaryJson((w: unknown) => (calls++, JSON.stringify(w)));
   const e = { ...summary };
-  const first = summaryJson(e, serialize);
+  const first = summaryJson(e);
   assert.equal(first, JSON.stringify(toWireSummary(e)));
+  assert.equal(summaryJson(e), first);
+  assert.equal(calls, 1, 'served from its text the second time');
   e.subject = 'Changed';
-  assert.equal(JSON.parse(summaryJson(e, serialize)).subject, 'Changed');
+  assert.equal(JSON.parse(summaryJson(e)).subject, 'Changed');
+  assert.equal(calls, 2);
 });
 
 test('toWireEmail and toWireAttachment: bodies, links and absolute URLs on the base URL', () => {

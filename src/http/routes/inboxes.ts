@@ -8,7 +8,7 @@ import * as emails from '../../services/emails.ts';
 import { createInbox } from '../../services/inboxes.ts';
 import { withWaitSlot } from '../../services/wait.ts';
 import { createEventStreams, EVENT_STREAM_LIFETIME_MS } from '../events.ts';
-import { DomainSchema, EmailFullSchema, EmailSummarySchema, InboxSchema, ListMetaSchema, summaryJson, toWireEmail } from '../schemas/wire.ts';
+import { DomainSchema, EmailFullSchema, EmailSummarySchema, InboxSchema, ListMetaSchema, createSummaryJson, toWireEmail } from '../schemas/wire.ts';
 import { AddressParams, SECURITY, data, errors } from './shared.ts';
 
 const ListQuery = Type.Object({
@@ -159,12 +159,13 @@ export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
 const SummaryRef = Type.Ref(EmailSummarySchema);
 const ListMetaRef = Type.Ref(ListMetaSchema);
 interface ListSerializers {
-  summary: (wire: unknown) => string;
+  /** Each summary's JSON, kept per summary object (createSummaryJson). */
+  summary: (e: import('../../store/store.ts').EmailSummary) => string;
   meta: (wire: unknown) => string;
 }
 /** The app's fast-json-stringify serializers of EmailSummary and ListMeta (the shared schemas). */
 const compileListSerializers = (reply: FastifyReply): ListSerializers => ({
-  summary: reply.compileSerializationSchema(SummaryRef) as (wire: unknown) => string,
+  summary: createSummaryJson(reply.compileSerializationSchema(SummaryRef) as (wire: unknown) => string),
   meta: reply.compileSerializationSchema(ListMetaRef) as (wire: unknown) => string,
 });
 
@@ -172,14 +173,14 @@ const compileListSerializers = (reply: FastifyReply): ListSerializers => ({
  * The 200 body of GET .../emails (the summaries and the paging cursors) as JSON text: exactly what the
  * route's response schema would serialize, `{"data":[<summary>,…],"meta":<meta>}`, with each summary
  * and the meta written by the fast-json-stringify serializers of their own schemas, and each email's
- * summary serialized once (summaryJson) rather than on every poll of the same page.
+ * summary serialized once (createSummaryJson) rather than on every poll of the same page.
  */
 function listJson(reply: FastifyReply, { summary, meta }: ListSerializers, q: Static<typeof ListQuery>, out: emails.ListOutput): string {
   const items = out.emails;
   const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
   const oldestId = q.since ? items[0]?.id : items.at(-1)?.id;
   let data = '';
-  for (let i = 0; i < items.length; i++) data += (i === 0 ? '' : ',') + summaryJson(items[i], summary);
+  for (let i = 0; i < items.length; i++) data += (i === 0 ? '' : ',') + summary(items[i]);
   const body = `{"data":[${data}],"meta":${meta({
     address: out.address,
     count: items.length,

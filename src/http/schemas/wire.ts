@@ -160,69 +160,77 @@ const TWO = Array.from({ length: 100 }, (_, i) => (i < 10 ? '0' : '') + i);
 const THREE = Array.from({ length: 1000 }, (_, i) => (i < 10 ? '00' : i < 100 ? '0' : '') + i);
 /** Past the last millisecond of 9999: toISOString switches to the expanded ±YYYYYY form there. */
 const LAST_FOUR_DIGIT_YEAR_MS = 253_402_300_800_000;
-let dayA = NaN;
-let prefixA = '';
-let dayB = NaN;
-let prefixB = '';
+
+/** ISO 8601 UTC, as the spec writes every timestamp. */
+export const iso = (ms: number): string => new Date(ms).toISOString();
 
 /**
- * `new Date(ms).toISOString()`, identical output, without a Date per call: the date part
- * (`YYYY-MM-DDT`) is kept for the last two days seen, the time part is table lookups. A list
- * response formats 50 of these. Anything outside 1970–9999 or not a whole millisecond goes to
- * toISOString itself (which also throws the same RangeError for NaN).
+ * A formatter with the output of `iso`, without a Date per call: it keeps the date part
+ * (`YYYY-MM-DDT`) of the last two days it saw (its own state: each caller makes one), the time part
+ * is table lookups. Anything outside 1970–9999 or not a whole millisecond goes to toISOString.
  */
-export function iso(ms: number): string {
-  if (!(ms >= 0 && ms < LAST_FOUR_DIGIT_YEAR_MS) || ms % 1 !== 0) return new Date(ms).toISOString();
-  const day = Math.floor(ms / DAY_MS);
-  let prefix: string;
-  if (day === dayA) prefix = prefixA;
-  else if (day === dayB) prefix = prefixB;
-  else {
-    prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
-    dayB = dayA;
-    prefixB = prefixA;
-    dayA = day;
-    prefixA = prefix;
-  }
-  let rem = ms - day * DAY_MS;
-  const milli = rem % 1000;
-  rem = (rem - milli) / 1000;
-  const s = rem % 60;
-  rem = (rem - s) / 60;
-  const m = rem % 60;
-  return `${prefix}${TWO[(rem - m) / 60]}:${TWO[m]}:${TWO[s]}.${THREE[milli]}Z`;
+export function createIsoFormatter(): (ms: number) => string {
+  let dayA = NaN;
+  let prefixA = '';
+  let dayB = NaN;
+  let prefixB = '';
+  return (ms) => {
+    if (!(ms >= 0 && ms < LAST_FOUR_DIGIT_YEAR_MS) || ms % 1 !== 0) return new Date(ms).toISOString();
+    const day = Math.floor(ms / DAY_MS);
+    let prefix: string;
+    if (day === dayA) prefix = prefixA;
+    else if (day === dayB) prefix = prefixB;
+    else {
+      prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+      dayB = dayA;
+      prefixB = prefixA;
+      dayA = day;
+      prefixA = prefix;
+    }
+    let rem = ms - day * DAY_MS;
+    const milli = rem % 1000;
+    rem = (rem - milli) / 1000;
+    const s = rem % 60;
+    rem = (rem - s) / 60;
+    const m = rem % 60;
+    return `${prefix}${TWO[(rem - m) / 60]}:${TWO[m]}:${TWO[s]}.${THREE[milli]}Z`;
+  };
 }
 
-export const toWireSummary = (e: EmailSummary): WireSummary => ({
+/** The wire summary, with timestamps written by `format`. */
+export const wireSummaryWith = (format: (ms: number) => string) => (e: EmailSummary): WireSummary => ({
   id: e.id,
   address: e.address,
   sender: e.sender,
   mailed_by: e.mailedBy,
   subject: e.subject,
   has_attachments: e.hasAttachments,
-  received_at: iso(e.receivedAt),
-  expires_at: iso(e.expiresAt),
+  received_at: format(e.receivedAt),
+  expires_at: format(e.expiresAt),
 });
 
+export const toWireSummary = wireSummaryWith(iso);
+
 /**
- * An email's summary as JSON, by `serialize` (the EmailSummary schema's serializer), kept per summary
- * object: the store hands out the same objects while a page stays cached, so a page polled again
- * costs a lookup per email instead of a serialization. A kept text answers only while every field
- * still has the value it was written from; objects that are no longer used take theirs with them.
+ * An email summary's JSON by `serialize` (the EmailSummary schema's serializer), kept per summary
+ * object by the returned function (its own state: the list route makes one): the store hands out the
+ * same objects while a page stays cached, so a page polled again costs a lookup per email instead of
+ * a serialization. A kept text answers only while every field still has the value it was written
+ * from; objects that are no longer used take theirs with them.
  */
-const summaryTexts = new WeakMap<EmailSummary, EmailSummary & { json: string }>();
-export function summaryJson(e: EmailSummary, serialize: (wire: WireSummary) => string): string {
-  const k = summaryTexts.get(e);
-  if (
-    k !== undefined && k.id === e.id && k.address === e.address && k.sender === e.sender && k.mailedBy === e.mailedBy &&
-    k.subject === e.subject && k.hasAttachments === e.hasAttachments && k.receivedAt === e.receivedAt && k.expiresAt === e.expiresAt
-  ) return k.json;
-  const json = serialize(toWireSummary(e));
-  summaryTexts.set(e, {
-    id: e.id, address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
-    hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt, json,
-  });
-  return json;
+export function createSummaryJson(serialize: (wire: WireSummary) => string): (e: EmailSummary) => string {
+  const texts = new WeakMap<EmailSummary, EmailSummary & { json: string }>();
+  const wire = wireSummaryWith(createIsoFormatter());
+  return (e) => {
+    const k = texts.get(e);
+    if (
+      k !== undefined && k.id === e.id && k.address === e.address && k.sender === e.sender && k.mailedBy === e.mailedBy &&
+      k.subject === e.subject && k.hasAttachments === e.hasAttachments && k.receivedAt === e.receivedAt && k.expiresAt === e.expiresAt
+    ) return k.json;
+    const json = serialize(wire(e));
+    texts.set(e, { ...e, json });
+    return json;
+  };
 }
 
 export const toWireAttachment = (core: Core, emailId: string, a: AttachmentMeta) => ({
