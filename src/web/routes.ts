@@ -11,6 +11,7 @@ import type { Core } from '../services/core.ts';
 import { deleteEmail, getAttachment, getEmail, getRaw, listEmails, purgeInbox, resolveInbox } from '../services/emails.ts';
 import { createInbox } from '../services/inboxes.ts';
 import { contentDisposition } from '../http/download.ts';
+import { download } from '../http/routes/shared.ts';
 import { toWireSummary } from '../http/schemas/wire.ts';
 import { createStreamHub } from './events.ts';
 import { INLINE_IMAGE_TYPES, frameDocument } from './frame.ts';
@@ -194,15 +195,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     if (!(await act(request, reply))) return reply;
     try {
       const { id, raw } = await getRaw(core, request.params.id ?? '');
-      const chunks: Uint8Array[] = [];
-      for await (const c of raw.chunks) chunks.push(c);
-      return reply
-        .header('content-type', 'message/rfc822')
-        .header('content-disposition', `attachment; filename="${id}.eml"`)
-        .header('x-content-type-options', 'nosniff')
-        .header('content-security-policy', 'sandbox')
-        .header('cache-control', 'private, no-store')
-        .send(Buffer.concat(chunks));
+      return download(reply, 'message/rfc822', raw.sizeBytes, `attachment; filename="${id}.eml"`, raw.chunks);
     } catch (err) {
       return actionError(reply, err);
     }
@@ -213,15 +206,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     if (!(await act(request, reply))) return reply;
     try {
       const att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '');
-      const chunks: Uint8Array[] = [];
-      for await (const c of att.chunks) chunks.push(c);
-      return reply
-        .header('content-type', att.meta.contentType)
-        .header('content-disposition', contentDisposition(att.meta.filename))
-        .header('x-content-type-options', 'nosniff')
-        .header('content-security-policy', 'sandbox')
-        .header('cache-control', 'private, no-store')
-        .send(Buffer.concat(chunks));
+      return download(reply, att.meta.contentType, att.meta.sizeBytes, contentDisposition(att.meta.filename), att.chunks);
     } catch (err) {
       return actionError(reply, err);
     }
