@@ -8,6 +8,7 @@ import { createMemoryBus } from './bus/memory.ts';
 import { redactStoreUrl, type Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
+import { webhookEventJson } from './http/schemas/wire.ts';
 import type { Limiter } from './limiter/limiter.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
@@ -94,7 +95,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     log,
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits, clock }),
     views: createViewService(store, config, log, { onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
-    webhooks: createWebhookService({ store, config, clock, log, metrics, baseUrl }),
+    webhooks: createWebhookService({ store, config, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
     metrics,
     baseUrl,
     smtpRunning: () => smtpListener?.running ?? false,

@@ -12,6 +12,7 @@ import { ipBucket } from '../domain/limits.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
 import { countRequests, registerProbes } from './probes.ts';
 import { registerRoutes } from './routes/index.ts';
+import { SECURITY } from './routes/shared.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
 export const BODY_LIMIT = 64 * 1024;
@@ -60,7 +61,8 @@ export const HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({ headersMs: 30_000, re
 
 export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpTimeouts = HTTP_TIMEOUTS): Promise<FastifyInstance> {
   const app = Fastify({
-    http: { headersTimeout: timeouts.headersMs, requestTimeout: timeouts.requestMs, connectionsCheckingInterval: timeouts.checkEveryMs },
+    // the request line and headers must arrive within headersMs (Node's default is 60 s), checked every checkEveryMs
+    http: { headersTimeout: timeouts.headersMs, connectionsCheckingInterval: timeouts.checkEveryMs },
     loggerInstance: core.log as unknown as FastifyBaseLogger,
     // one trusted hop, and only a peer in the configured ranges (the load balancer): the client is
     // the address that proxy appended last, so a client cannot pick its own bucket by sending an
@@ -96,8 +98,6 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     },
   });
 
-  // the request line and headers must arrive within 30 s (Node's default is 60 s), checked every 5 s
-  app.server.headersTimeout = timeouts.headersMs;
   app.decorate('endpointList', [] as FastifyInstance['endpointList']);
   app.addHook('onRoute', (route) => {
     if (!route.url.startsWith('/api/v1') || route.method === 'HEAD' || route.schema?.hide) return;
@@ -153,7 +153,7 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     config: { quota: 'peek' },
     schema: {
       operationId: 'openapi', tags: ['service'], summary: 'This machine-readable contract (OpenAPI 3.1). Outside the quota.',
-      security: [{}, { bearer: [] }, { apiKey: [] }],
+      security: SECURITY,
       response: { 200: { type: 'object', additionalProperties: true, description: 'The OpenAPI document' }, 401: { $ref: 'Error' } },
     },
   }, async () => app.swagger());

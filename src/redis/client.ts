@@ -144,3 +144,15 @@ export async function closeClient(client: RedisClient): Promise<void> {
     client.disconnect();
   }
 }
+
+export type ScriptArg = string | number | Buffer;
+/** A registered script's caller: its keys, then its arguments. */
+export type ScriptRun = (keys: string[], args: ScriptArg[]) => Promise<unknown>;
+
+/** Registers a script (EVALSHA, falling back to EVAL after a Redis restart) and returns its caller. */
+export function script(client: RedisClient, name: string, source: string, numberOfKeys: number): ScriptRun {
+  client.defineCommand(name, { lua: source, numberOfKeys });
+  const fn = (client as unknown as Record<string, (...a: ScriptArg[]) => Promise<unknown>>)[name].bind(client);
+  return (keys, args) => fn(...keys, ...args);
+}
+

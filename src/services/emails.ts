@@ -216,12 +216,17 @@ export async function getAttachment(core: Core, emailId: string, attachmentId: s
   return { meta: views.attachments[index], chunks: bytes.chunks };
 }
 
+/** What the URL builders need: the service's `{base_url}`. */
+type Base = Pick<Core, 'baseUrl'>;
+
+/** `{base_url}/api/v1/emails/{id}` */
+export const emailUrl = (core: Base, emailId: string) => `${core.baseUrl()}/api/v1/emails/${emailId}`;
+
 /** `{base_url}/api/v1/emails/{id}/attachments/{attachment_id}` */
-export const downloadUrl = (core: Core, emailId: string, attachmentId: string) =>
-  `${core.baseUrl()}/api/v1/emails/${emailId}/attachments/${encodeURIComponent(attachmentId)}`;
+export const downloadUrl = (core: Base, emailId: string, attachmentId: string) => `${emailUrl(core, emailId)}/attachments/${encodeURIComponent(attachmentId)}`;
 
 /** `{base_url}/api/v1/emails/{id}/raw` */
-export const rawUrl = (core: Core, emailId: string) => `${core.baseUrl()}/api/v1/emails/${emailId}/raw`;
+export const rawUrl = (core: Base, emailId: string) => `${emailUrl(core, emailId)}/raw`;
 
 /** `{base_url}/inbox/<address>` (DECISIONS.md: web_url). */
-export const webUrl = (core: Core, address: string) => `${core.baseUrl()}/inbox/${encodeURIComponent(address).replace(/%40/g, '@')}`;
+export const webUrl = (core: Base, address: string) => `${core.baseUrl()}/inbox/${encodeURIComponent(address).replace(/%40/g, '@')}`;

@@ -42,6 +42,12 @@ const agents = {
 
 class RefusedAddress extends Error {}
 
+/** Why a host's resolved addresses may not be called (the first one that is not public), or null. */
+function refusedAmong(hostname: string, addresses: ResolvedAddress[]): string | null {
+  const bad = addresses.find((a) => !isPublicAddress(a.address));
+  return bad ? `${hostname} resolves to ${refusedAddressMessage(bad.address)}` : null;
+}
+
 /** Checks a URL's host the way a delivery will (for registration): null when it may be called. */
 export async function checkDestination(raw: string, allowPrivate: boolean, resolve: Resolve = systemResolve, timeoutMs = 3000): Promise<string | null> {
   const parsed = parseWebhookUrl(raw);
@@ -54,8 +60,7 @@ export async function checkDestination(raw: string, allowPrivate: boolean, resol
   } catch {
     return null; // not resolvable now: every delivery resolves and checks again
   }
-  const bad = addresses.find((a) => !isPublicAddress(a.address));
-  return bad ? `${parsed.url.hostname} resolves to ${refusedAddressMessage(bad.address)}` : null;
+  return refusedAmong(parsed.url.hostname, addresses);
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
@@ -76,8 +81,8 @@ export function postWebhook(raw: string, headers: Record<string, string>, body: 
   // node calls this for host names only; each answer is checked, and the connection uses it
   const lookup: LookupFunction = (hostname, opts, cb) => {
     resolve(hostname).then((all) => {
-      const bad = options.allowPrivate ? undefined : all.find((a) => !isPublicAddress(a.address));
-      if (bad) return cb(new RefusedAddress(`${hostname} resolves to ${refusedAddressMessage(bad.address)}`), '', 4);
+      const refused = options.allowPrivate ? null : refusedAmong(hostname, all);
+      if (refused) return cb(new RefusedAddress(refused), '', 4);
       const usable = opts.family === 4 || opts.family === 6 ? all.filter((a) => a.family === opts.family) : all;
       if (usable.length === 0) return cb(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 4);
       if (opts.all) return (cb as unknown as (e: null, a: ResolvedAddress[]) => void)(null, usable);

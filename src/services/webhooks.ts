@@ -49,20 +49,23 @@ export interface WebhookDeps {
   clock: Clock;
   log: Logger;
   metrics: Metrics | null;
-  baseUrl(): string;
+  /** The JSON body of the event for a new email (the API's wire form: http/schemas/wire.ts). */
+  eventJson(e: EmailSummary): string;
   /** DNS (tests inject answers; the default is the system resolver). */
   resolve?: Resolve;
   random?: () => number;
 }
 
 const token = (bytes: number) => randomBytes(bytes).toString('base64url');
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** Delay before retry `n` (1 = after the first failure): doubling from 1 s, capped, ±20 % jitter. */
 export function retryDelay(n: number, random: () => number = Math.random): number {
   const base = Math.min(RETRY_FIRST_MS * 2 ** Math.min(n - 1, 20), RETRY_MAX_MS);
   return Math.round(base * (0.8 + 0.4 * random()));
 }
+
+/** The `*@<domain>` target that covers an address. */
+const wildcardOf = (address: string) => `*@${address.slice(address.lastIndexOf('@') + 1)}`;
 
 /** The webhook target for an `address` field: a full address or `*@<domain>`, on an active domain. */
 export function webhookTarget(config: Config, raw: string): string {
@@ -83,7 +86,6 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   const hooks = store.webhooks;
   const random = deps.random ?? Math.random;
   const max = config.webhooks.maxInFlight;
-  let inFlight = 0;
   let timer: NodeJS.Timeout | null = null;
   let ticking = false;
   let again = false;
@@ -91,21 +93,6 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   const running = new Set<Promise<void>>();
   const outcomes = deps.metrics?.webhookDeliveries;
   const seconds = deps.metrics?.webhookSeconds;
-
-  function payload(e: EmailSummary): string {
-    const base = deps.baseUrl();
-    return JSON.stringify({
-      type: 'email.received',
-      timestamp: iso(e.receivedAt),
-      data: {
-        id: e.id, address: e.address, sender: e.sender, mailed_by: e.mailedBy, subject: e.subject, has_attachments: e.hasAttachments,
-        received_at: iso(e.receivedAt), expires_at: iso(e.expiresAt),
-        url: `${base}/api/v1/emails/${e.id}`,
-        raw_url: `${base}/api/v1/emails/${e.id}/raw`,
-        web_url: `${base}/inbox/${encodeURIComponent(e.address).replace(/%40/g, '@')}`, // as webUrl() writes it
-      },
-    });
-  }
 
   async function deliver(job: DeliveryJob): Promise<void> {
     const attempt = job.attempts + 1;
@@ -156,15 +143,13 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
     try {
       do {
         again = false;
-        while (!stopped && inFlight < max) {
-          const room = Math.min(max - inFlight, 50);
+        while (!stopped && running.size < max) {
+          const room = Math.min(max - running.size, 50);
           const jobs = await hooks.claim(clock.now(), LEASE_MS, room);
           for (const job of jobs) {
-            inFlight++;
             const p = deliver(job)
               .catch((err) => log.warn({ err, event_id: job.id }, 'webhook delivery not recorded; it is retried when its lease ends'))
               .finally(() => {
-                inFlight--;
                 running.delete(p);
                 if (!stopped) void tick();
               });
@@ -188,7 +173,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
 
   return {
     get inFlight() {
-      return inFlight;
+      return running.size;
     },
     async register(keyHash, input) {
       const target = webhookTarget(config, input.address);
@@ -214,17 +199,14 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
     async enqueueFor(emails) {
       if (emails.length === 0) return;
       const targets = new Set<string>();
-      for (const e of emails) {
-        targets.add(e.address);
-        targets.add(`*@${e.address.slice(e.address.lastIndexOf('@') + 1)}`);
-      }
+      for (const e of emails) targets.add(e.address).add(wildcardOf(e.address));
       const matched = await hooks.matching([...targets]);
       if (matched.length === 0) return;
       const now = clock.now();
       const jobs: DeliveryJob[] = [];
       for (const e of emails) {
-        const wild = `*@${e.address.slice(e.address.lastIndexOf('@') + 1)}`;
-        const body = payload(e);
+        const wild = wildcardOf(e.address);
+        const body = deps.eventJson(e);
         for (const h of matched) {
           if (h.target !== e.address && h.target !== wild) continue;
           jobs.push({ id: `msg_${token(15)}`, webhookId: h.id, emailId: e.id, payload: body, attempts: 0, dueAt: now, expiresAt: e.expiresAt });

@@ -3,7 +3,7 @@
 // and the static script and stylesheet. Same process, no build step: the assets are read at start.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteGenericInterface } from 'fastify';
 import { AppError, describeError } from '../domain/errors.ts';
 import { HTTP_WORDING } from '../http/plugins/errors.ts';
 import { ipBucket } from '../domain/limits.ts';
@@ -63,11 +63,12 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
   };
 
   /** Counts a web request in the IP's web bucket; answers 429 itself and returns false when over. */
-  const admit = async (request: FastifyRequest, reply: FastifyReply, kind: 'page' | 'other'): Promise<boolean> => {
+  const admit = async (request: FastifyRequest, reply: FastifyReply, kind: 'page' | 'action' | 'other'): Promise<boolean> => {
     const r = await core.limiter.hit(`web:${ipBucket(request.ip)}`, WEB_LIMITS, core.clock.now());
     if (r.allowed) return true;
     reply.header('retry-after', String(r.retryAfterSeconds));
     if (kind === 'page') html(reply, 429, messagePage(urls, 'Slow down', `Too many page loads from your network; retry in ${r.retryAfterSeconds} s.`));
+    else if (kind === 'action') reply.code(429).header('cache-control', 'no-store').send({ error: { type: 'rate_limited', message: `Too many actions from your network for now; try again in ${r.retryAfterSeconds} s.` } });
     else reply.code(429).type('text/plain; charset=utf-8').send(`Too many requests; retry in ${r.retryAfterSeconds} s`);
     return false;
   };
@@ -126,125 +127,84 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
   // The page's own actions (create, list, delete, empty, source, row details, body search): the same
   // services as the API, counted in the IP's web bucket (WEB_LIMITS), never in the API quota, so a
   // person who only browses is never told to mint a key. JSON errors in the API's envelope shape.
-  const actionError = (reply: FastifyReply, err: unknown) => {
-    if (!(err instanceof AppError)) throw err;
-    if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter));
-    return reply.code(err.status).header('cache-control', 'no-store').send({ error: { type: err.type, message: describeError(err, HTTP_WORDING) } });
-  };
-  /** Admits a page action: same-site only (no cross-site form may act), then the web bucket. */
-  const act = async (request: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-    // an email (its frame with remote images on) could name these as an image: only the page's fetch() may
-    const dest = request.headers['sec-fetch-dest'];
-    if (dest !== undefined && dest !== 'empty' && dest !== 'document') {
-      reply.code(403).send({ error: { type: 'invalid_request', message: 'Page actions are fetched by the page itself' } });
-      return false;
-    }
-    const site = request.headers['sec-fetch-site'];
-    if (request.method !== 'GET' && site !== undefined && site !== 'same-origin' && site !== 'none') {
-      reply.code(403).send({ error: { type: 'invalid_request', message: 'Page actions are taken from the page itself' } });
-      return false;
-    }
-    const r = await core.limiter.hit(`web:${ipBucket(request.ip)}`, WEB_LIMITS, core.clock.now());
-    if (r.allowed) return true;
-    reply.header('retry-after', String(r.retryAfterSeconds)).code(429).header('cache-control', 'no-store')
-      .send({ error: { type: 'rate_limited', message: `Too many actions from your network for now; try again in ${r.retryAfterSeconds} s.` } });
-    return false;
-  };
+  /**
+   * A page action's handler: refused cross-site (no other site's form may act) and when an email could
+   * have made it (an image), counted in the web bucket, and a service error answered as JSON.
+   */
+  const action = <G extends RouteGenericInterface>(handler: (request: FastifyRequest<G>, reply: FastifyReply) => Promise<unknown>) =>
+    async (request: FastifyRequest<G>, reply: FastifyReply): Promise<unknown> => {
+      const dest = request.headers['sec-fetch-dest'];
+      if (dest !== undefined && dest !== 'empty' && dest !== 'document') {
+        return reply.code(403).send({ error: { type: 'invalid_request', message: 'Page actions are fetched by the page itself' } });
+      }
+      const site = request.headers['sec-fetch-site'];
+      if (request.method !== 'GET' && site !== undefined && site !== 'same-origin' && site !== 'none') {
+        return reply.code(403).send({ error: { type: 'invalid_request', message: 'Page actions are taken from the page itself' } });
+      }
+      if (!(await admit(request, reply, 'action'))) return reply;
+      try {
+        return await handler(request, reply);
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+        if (err.retryAfter !== undefined) reply.header('retry-after', String(err.retryAfter));
+        return reply.code(err.status).header('cache-control', 'no-store').send({ error: { type: err.type, message: describeError(err, HTTP_WORDING) } });
+      }
+    };
 
-  app.post('/web/inboxes', hide, async (request, reply) => {
-    if (!(await act(request, reply))) return reply;
-    try {
-      const a = await createInbox(core, { randomLength: 10 });
-      return reply.code(201).header('cache-control', 'no-store').send({ address: a.address });
-    } catch (err) {
-      return actionError(reply, err);
-    }
-  });
+  app.post('/web/inboxes', hide, action(async (request, reply) => {
+    const a = await createInbox(core, { randomLength: 10 });
+    return reply.code(201).header('cache-control', 'no-store').send({ address: a.address });
+  }));
 
-  app.get<{ Params: Params }>('/web/inboxes/:address/emails', hide, async (request, reply) => {
-    if (!(await act(request, reply))) return reply;
-    try {
-      const out = await listEmails(core, { address: request.params.address ?? '', limit: 100 });
-      return reply.header('cache-control', 'no-store').send({ address: out.address, emails: out.emails.map(toWireSummary) });
-    } catch (err) {
-      return actionError(reply, err);
-    }
-  });
+  app.get<{ Params: Params }>('/web/inboxes/:address/emails', hide, action(async (request, reply) => {
+    const out = await listEmails(core, { address: request.params.address ?? '', limit: 100 });
+    return reply.header('cache-control', 'no-store').send({ address: out.address, emails: out.emails.map(toWireSummary) });
+  }));
 
-  app.delete<{ Params: Params }>('/web/inboxes/:address/emails', hide, async (request, reply) => {
-    if (!(await act(request, reply))) return reply;
-    try {
-      return reply.header('cache-control', 'no-store').send(await purgeInbox(core, request.params.address ?? ''));
-    } catch (err) {
-      return actionError(reply, err);
-    }
-  });
+  app.delete<{ Params: Params }>('/web/inboxes/:address/emails', hide, action(async (request, reply) => {
+    return reply.header('cache-control', 'no-store').send(await purgeInbox(core, request.params.address ?? ''));
+  }));
 
-  app.delete<{ Params: Params }>('/web/emails/:id', hide, async (request, reply) => {
-    if (!(await act(request, reply))) return reply;
-    try {
-      await deleteEmail(core, request.params.id ?? '');
-      return reply.code(204).send();
-    } catch (err) {
-      return actionError(reply, err);
-    }
-  });
+  app.delete<{ Params: Params }>('/web/emails/:id', hide, action(async (request, reply) => {
+    await deleteEmail(core, request.params.id ?? '');
+    return reply.code(204).send();
+  }));
 
   // The source view and the .eml download: the bytes as received, never rendered.
-  app.get<{ Params: Params }>('/web/emails/:id/raw', hide, async (request, reply) => {
-    if (!(await act(request, reply))) return reply;
-    try {
-      const { id, raw } = await getRaw(core, request.params.id ?? '');
-      return download(reply, 'message/rfc822', raw.sizeBytes, `attachment; filename="${id}.eml"`, raw.chunks);
-    } catch (err) {
-      return actionError(reply, err);
-    }
-  });
+  app.get<{ Params: Params }>('/web/emails/:id/raw', hide, action(async (request, reply) => {
+    const { id, raw } = await getRaw(core, request.params.id ?? '');
+    return download(reply, 'message/rfc822', raw.sizeBytes, `attachment; filename="${id}.eml"`, raw.chunks);
+  }));
 
   // Attachment downloads from the page: the stored bytes, never rendered.
-  app.get<{ Params: Params }>('/web/emails/:id/attachments/:attachment_id', hide, async (request, reply) => {
-    if (!(await act(request, reply))) return reply;
-    try {
-      const att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '');
-      return download(reply, att.meta.contentType, att.meta.sizeBytes, contentDisposition(att.meta.filename), att.chunks);
-    } catch (err) {
-      return actionError(reply, err);
-    }
-  });
+  app.get<{ Params: Params }>('/web/emails/:id/attachments/:attachment_id', hide, action(async (request, reply) => {
+    const att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '');
+    return download(reply, att.meta.contentType, att.meta.sizeBytes, contentDisposition(att.meta.filename), att.chunks);
+  }));
 
   // What the list shows beside each row: a one-line preview, the best code, dropped attachments.
   // Views are derived once per message (in a worker) and kept, so this costs a read after the first.
-  app.get<{ Params: Params; Querystring: { ids?: string } }>('/web/inboxes/:address/details', hide, async (request, reply) => {
-    if (!(await act(request, reply))) return reply;
-    try {
-      const { address } = resolveInbox(core, request.params.address ?? '');
-      const ids = String(request.query.ids ?? '').split(',').filter(Boolean).slice(0, ROW_DETAILS_MAX);
-      const details: Record<string, { preview: string; code: string | null; attachments_dropped: number }> = {};
-      await Promise.all(ids.map(async (id) => {
-        try {
-          const e = await getEmail(core, id);
-          if (e.address !== address) return;
-          details[e.id] = { preview: previewOf(e.textBody ?? e.agentBody.body), code: e.codes[0]?.value ?? null, attachments_dropped: e.attachmentsDropped };
-        } catch (err) {
-          if (!(err instanceof AppError)) throw err; // gone meanwhile: no details
-        }
-      }));
-      return reply.header('cache-control', 'no-store').send({ details });
-    } catch (err) {
-      return actionError(reply, err);
-    }
-  });
+  app.get<{ Params: Params; Querystring: { ids?: string } }>('/web/inboxes/:address/details', hide, action(async (request, reply) => {
+    const { address } = resolveInbox(core, request.params.address ?? '');
+    const ids = String(request.query.ids ?? '').split(',').filter(Boolean).slice(0, ROW_DETAILS_MAX);
+    const details: Record<string, { preview: string; code: string | null; attachments_dropped: number }> = {};
+    await Promise.all(ids.map(async (id) => {
+      try {
+        const e = await getEmail(core, id);
+        if (e.address !== address) return;
+        details[e.id] = { preview: previewOf(e.textBody ?? e.agentBody.body), code: e.codes[0]?.value ?? null, attachments_dropped: e.attachmentsDropped };
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err; // gone meanwhile: no details
+      }
+    }));
+    return reply.header('cache-control', 'no-store').send({ details });
+  }));
 
   // Body-text search of the page (the API's `text` filter): the ids of the newest 100 that match.
-  app.get<{ Params: Params; Querystring: { q?: string } }>('/web/inboxes/:address/search', hide, async (request, reply) => {
-    if (!(await act(request, reply))) return reply;
-    try {
-      const out = await listEmails(core, { address: request.params.address ?? '', limit: 100, text: String(request.query.q ?? '') });
-      return reply.header('cache-control', 'no-store').send({ ids: out.emails.map((e) => e.id) });
-    } catch (err) {
-      return actionError(reply, err);
-    }
-  });
+  app.get<{ Params: Params; Querystring: { q?: string } }>('/web/inboxes/:address/search', hide, action(async (request, reply) => {
+    const out = await listEmails(core, { address: request.params.address ?? '', limit: 100, text: String(request.query.q ?? '') });
+    return reply.header('cache-control', 'no-store').send({ ids: out.emails.map((e) => e.id) });
+  }));
 
   app.get<{ Params: Params }>('/web/events/:address', hide, async (request, reply) => {
     let address: string;

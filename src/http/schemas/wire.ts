@@ -6,7 +6,7 @@ import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
 import type { AttachmentMeta, EmailFull } from '../../domain/message.ts';
 import type { EmailSummary, KeyRecord } from '../../store/store.ts';
 import type { Core } from '../../services/core.ts';
-import { downloadUrl, rawUrl } from '../../services/emails.ts';
+import { downloadUrl, emailUrl, rawUrl, webUrl } from '../../services/emails.ts';
 
 const Nullable = <T extends TSchema>(t: T, description?: string) => Type.Union([t, Type.Null()], description ? { description } : {});
 const DateTime = (description: string) => Type.String({ format: 'date-time', description });
@@ -271,3 +271,14 @@ export const toWireKey = (core: Core, apiKey: string, k: KeyRecord) => ({
   created_at: iso(k.createdAt),
   warning: 'Store this key now: it is shown only once and cannot be recovered. Lost keys are replaced by creating a new one.',
 });
+
+/**
+ * The body of a webhook call for a new email (Standard Webhooks shape): the list's summary plus the
+ * links to the full email, its raw source and its inbox page.
+ */
+export const webhookEventJson = (core: Pick<Core, 'baseUrl'>, e: EmailSummary): string => JSON.stringify({
+  type: 'email.received',
+  timestamp: iso(e.receivedAt),
+  data: { ...toWireSummary(e), url: emailUrl(core, e.id), raw_url: rawUrl(core, e.id), web_url: webUrl(core, e.address) },
+});
+

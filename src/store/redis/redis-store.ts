@@ -4,7 +4,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
-import { call, closeClient, closing, type RedisClient } from '../../redis/client.ts';
+import { call, closeClient, closing, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
 import { createRedisWebhooks } from './webhooks.ts';
@@ -14,15 +14,7 @@ const SWEEP_BATCH = 500;
 const SWEEP_PARALLEL = 16;
 const PING_TIMEOUT_MS = 2000;
 
-type Arg = string | number | Buffer;
-type Run = (keys: string[], args: Arg[]) => Promise<unknown>;
 
-/** Registers a script (EVALSHA, falling back to EVAL after a Redis restart) and returns its caller. */
-function script(client: RedisClient, name: string, source: string, numberOfKeys: number): Run {
-  client.defineCommand(name, { lua: source, numberOfKeys });
-  const fn = (client as unknown as Record<string, (...a: Arg[]) => Promise<unknown>>)[name].bind(client);
-  return (keys, args) => fn(...keys, ...args);
-}
 
 type StoredSummary = Omit<EmailSummary, 'id'>;
 

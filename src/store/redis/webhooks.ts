@@ -3,16 +3,9 @@
 // time, and claiming moves a job's score to the end of its lease, so a job goes to one node at a
 // time and comes back by itself when a node dies with it (docs/push.md "Webhooks").
 import { ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type DeliveryAttempt, type DeliveryJob, type WebhookRecord, type WebhookStore } from '../webhooks.ts';
-import { call, type RedisClient } from '../../redis/client.ts';
+import { call, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 
-type Arg = string | number;
-type Run = (keys: string[], args: Arg[]) => Promise<unknown>;
 
-function script(client: RedisClient, name: string, source: string, numberOfKeys: number): Run {
-  client.defineCommand(name, { lua: source, numberOfKeys });
-  const fn = (client as unknown as Record<string, (...a: Arg[]) => Promise<unknown>>)[name].bind(client);
-  return (keys, args) => fn(...keys, ...args);
-}
 
 // KEYS[1] base. ARGV: id, keyHash, target, record JSON, max
 const ADD = `
