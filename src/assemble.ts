@@ -18,6 +18,7 @@ import { createWaitRegistry } from './services/wait.ts';
 import { createWebhookService } from './services/webhooks.ts';
 import { createSmtpReceiver, createSmtpReceiverWithTls, type SmtpListener } from './smtp/server.ts';
 import { createSqliteStore } from './store/sqlite/sqlite-store.ts';
+import { withReadCache } from './store/read-cache.ts';
 import type { Store } from './store/store.ts';
 
 export interface Backends {
@@ -82,7 +83,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   const backends = options.backends ?? (await openBackends(config, log));
   const { bus, limiter } = backends;
   const metrics = config.metrics ? createMetrics() : null;
-  const store = metrics ? timedStore(backends.store, metrics.storeSeconds) : backends.store;
+  // read caching over the (timed) backend: store metrics count the backend's own reads
+  const store = withReadCache(metrics ? timedStore(backends.store, metrics.storeSeconds) : backends.store);
   let boundHttpPort = config.httpPort;
   let smtpListener: SmtpListener | null = null;
   const baseUrl = () => config.publicUrl ?? `http://localhost:${boundHttpPort}`;

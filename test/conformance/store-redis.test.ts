@@ -1,4 +1,5 @@
 // The store conformance suite against the shared single Redis (own key prefix, removed afterwards).
+import { withReadCache } from '../../src/store/read-cache.ts';
 import { SKIP_REDIS, TEST_REDIS_URL } from '../redis/servers.ts';
 import { redisHarness } from './redis-harness.ts';
 import { storeSuite } from './store.suite.ts';
@@ -7,3 +8,6 @@ import { webhookSuite } from './webhooks.suite.ts';
 const h = redisHarness(() => TEST_REDIS_URL);
 storeSuite('redis', { open: h.open, cleanup: h.cleanup, skip: SKIP_REDIS });
 webhookSuite('redis', { open: h.open, cleanup: h.cleanup, skip: SKIP_REDIS });
+// the service runs every store behind its read cache (over Redis: keys only)
+const hc = redisHarness(() => TEST_REDIS_URL);
+storeSuite('redis + read cache', { open: async () => withReadCache(await hc.open()), cleanup: hc.cleanup, skip: SKIP_REDIS });

@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { withReadCache } from '../../src/store/read-cache.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail, rawMessage, storeSuite } from './store.suite.ts';
 import { webhookSuite } from './webhooks.suite.ts';
@@ -17,6 +18,9 @@ storeSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 webhookSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 storeSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
 webhookSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
+// the service runs every store behind its read cache: the cached store is held to the same suite
+storeSuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(':memory:')) });
+storeSuite('sqlite file + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
 
 async function bytesOf(chunks: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
   const parts: Buffer[] = [];

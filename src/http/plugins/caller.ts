@@ -73,35 +73,12 @@ export function setLimitHeaders(reply: FastifyReply, r: LimitResult): void {
 }
 
 /**
- * A key that authenticated answers from memory for this long: a revocation (the operator's CLI, in
- * another process) takes effect within it. Without it every request paid a SHA-256 and the store's
- * check that no other connection wrote (~10% of a small read).
- */
-export const KEY_CACHE_MS = 250;
-
-/**
  * Callback-style, with one promise per awaited step and nothing else allocated for the common case:
  * an async hook with the same steps cost ~7% of a list request.
  */
 export function registerCaller(app: FastifyInstance, core: Core): void {
   app.decorateRequest('caller', null as unknown as Caller);
 
-  // raw key as presented → its live record, until `until` (performance.now(): real time, whatever
-  // the service's clock says); only keys that authenticated, and never more than 10,000
-  let live = new Map<string, { key: KeyRecord; until: number }>();
-  const lookUp = (raw: string): Promise<KeyRecord> | KeyRecord => {
-    const hit = live.get(raw);
-    const t = performance.now();
-    if (hit && t < hit.until) return hit.key;
-    return authenticate(core, raw).then((key) => {
-      if (live.size >= 10_000) live = new Map();
-      live.set(raw, { key, until: performance.now() + KEY_CACHE_MS });
-      return key;
-    }, (err) => {
-      live.delete(raw);
-      throw err;
-    });
-  };
   const keyCaller = (key: KeyRecord): Caller => ({ kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits });
 
   const reject = (caller: Caller, result: LimitResult): AppError => {
@@ -156,8 +133,7 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
       const anonymous: Caller = { kind: 'anonymous', key: null, bucket: ipBucket(request.ip), limits: core.config.anon, concurrentWaits: 0 };
       return admit(request, reply, anonymous, done);
     }
-    const known = lookUp(raw);
-    if (!(known instanceof Promise)) return admit(request, reply, keyCaller(known), done);
-    known.then((key) => admit(request, reply, keyCaller(key), done), (err) => refuse(request, reply, err, done));
+    // (a key's record comes through the store's read cache: a revocation shows within its 250 ms)
+    authenticate(core, raw).then((key) => admit(request, reply, keyCaller(key), done), (err) => refuse(request, reply, err, done));
   });
 }

@@ -111,9 +111,9 @@ export interface GroupCommit {
  * 250 still means durable. Writes keep their order (batches commit one after another).
  * With a file database the commits run on a writer thread with its own connection while the next
  * batch gathers; until that thread is up (and for `:memory:`) they run here, one turn of the event
- * loop per batch. `settled` is called for every write once its fate is known, before it settles.
+ * loop per batch.
  */
-export function groupCommit(db: Database.Database, path: string | null, settled: (job: WriteJob) => void): GroupCommit {
+export function groupCommit(db: Database.Database, path: string | null): GroupCommit {
   interface Pending { job: WriteJob; resolve: (n: number) => void; reject: (e: unknown) => void }
   let queue: Pending[] = [];
   let scheduled = false;
@@ -133,7 +133,6 @@ export function groupCommit(db: Database.Database, path: string | null, settled:
   };
   const finish = (jobs: Pending[], outcomes: Outcome[] | null, failed: unknown) => {
     jobs.forEach((p, i) => {
-      settled(p.job);
       const o = outcomes?.[i];
       if (!o) p.reject(failed);
       else if ('error' in o) p.reject(unavailable(asError(o.error)));

@@ -1,13 +1,12 @@
 // The SQLite Store (better-sqlite3, WAL). One process owns the file. Each message is stored once
 // (messages), each recipient gets a small row (emails) referencing it; a trigger frees a message
 // with its last row. Writes go through the group commit (group-commit.ts, synchronous=FULL, on a
-// writer thread); reads run here, lists through an exact cache (caches.ts).
+// writer thread); reads run here (read caching is one wrapper over any store: ../read-cache.ts).
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { createIdGenerator } from '../../domain/ids.ts';
 import { StoreUnavailableError } from '../../domain/errors.ts';
-import { createListCache } from './caches.ts';
 import { typedStoreError } from './errors.ts';
 import { groupCommit, type WriteJob } from './group-commit.ts';
 import { MIGRATIONS } from './migrations.ts';
@@ -95,20 +94,9 @@ export function createSqliteStore(path: string, options: { random?: () => number
     revokable: db.prepare("SELECT * FROM api_keys WHERE substr(prefix, 1, length(?)) = ? AND revoked_at IS NULL"),
     revoke: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE hash = ?'),
     ping: db.prepare('SELECT 1'),
-    dataVersion: db.prepare('PRAGMA data_version').pluck(),
   };
 
-  const lists = createListCache();
-  // rows by id: a row never changes once stored; deletes, purges and sweeps forget (exact)
-  let rows = new Map<string, StoredEmail>();
-  const ROWS_MAX = 20_000;
-  const keys = new Map<string, KeyRecord>();
-  let keysVersion = -1;
-
-  const writes = groupCommit(db, path === ':memory:' ? null : path, (job) => {
-    if (job.kind === 'add') for (const e of job.emails) lists.forget(e[1] as string);
-    else if (job.kind === 'sweep') lists.clear();
-  });
+  const writes = groupCommit(db, path === ':memory:' ? null : path);
 
   // Every backend error is an infrastructure fault; the callers map it to 500/451.
   const guard = <T>(fn: () => T): Promise<T> => {
@@ -170,30 +158,18 @@ export function createSqliteStore(path: string, options: { random?: () => number
     addEmails,
     listEmails: (address: string, query: ListQuery, now: number) =>
       guard(() => {
-        const key = `${query.since ? `s${query.since.toLowerCase()}` : query.before ? `b${query.before.toLowerCase()}` : ''}:${query.limit}`;
-        const hit = lists.get(address, key, now);
-        if (hit) return hit;
         const rows = query.since
           ? q.listSince.all(address, query.since.toLowerCase(), now, query.limit)
           : query.before
             ? q.listBefore.all(address, query.before.toLowerCase(), now, query.limit)
             : q.listNewest.all(address, now, query.limit);
-        const out = (rows as EmailRow[]).map(toSummary);
-        lists.put(address, key, now, out);
-        return out;
+        return (rows as EmailRow[]).map(toSummary);
       }),
     hasEmails: (address, now) => guard(() => q.hasEmails.get(address, now) !== undefined),
     getEmail: (id, now) =>
       guard((): StoredEmail | null => {
-        const lid = id.toLowerCase();
-        const hit = rows.get(lid);
-        if (hit) return hit.expiresAt > now ? { ...hit } : null;
-        const r = q.getEmail.get(lid, now) as EmailRow | undefined;
-        if (!r) return null;
-        const row = { ...toSummary(r), messageKey: r.message_key };
-        if (rows.size >= ROWS_MAX) rows = new Map();
-        rows.set(lid, row);
-        return { ...row };
+        const r = q.getEmail.get(id.toLowerCase(), now) as EmailRow | undefined;
+        return r ? { ...toSummary(r), messageKey: r.message_key } : null;
       }),
     readRaw: (key) =>
       guard(() => bytes(q.rawSize.get(key) as number | undefined, (at) => q.rawChunk.get(at + 1, CHUNK, key) as Buffer | undefined)),
@@ -201,17 +177,10 @@ export function createSqliteStore(path: string, options: { random?: () => number
     putViews: (key, views, parts) => writes.write({ kind: 'views', key, views, parts }).then(() => undefined),
     readPart: (key, index) =>
       guard(() => bytes(q.partSize.get(key, index) as number | undefined, (at) => q.partChunk.get(at + 1, CHUNK, key, index) as Buffer | undefined)),
-    deleteEmail: (id, now) =>
-      guard(() => {
-        lists.clear();
-        rows.delete(id.toLowerCase());
-        return q.deleteEmail.run(id.toLowerCase(), now).changes > 0;
-      }),
+    deleteEmail: (id, now) => guard(() => q.deleteEmail.run(id.toLowerCase(), now).changes > 0),
     purgeInbox: (address, now) =>
       guard(() =>
         db.transaction(() => {
-          lists.forget(address);
-          rows = new Map();
           const live = q.purgeLive.run(address, now).changes;
           q.purgeAll.run(address);
           return live;
@@ -219,7 +188,6 @@ export function createSqliteStore(path: string, options: { random?: () => number
       ),
     async sweepExpired(now) {
       // in batches on the writer thread: a flood expiring neither stalls the event loop nor the writer
-      rows = new Map(); // (reads never answer an expired row anyway: they compare expiresAt)
       let removed = 0;
       for (;;) {
         const n = await writes.write({ kind: 'sweep', now, limit: SWEEP_BATCH } satisfies WriteJob);
@@ -230,27 +198,11 @@ export function createSqliteStore(path: string, options: { random?: () => number
     mintKey: (key, ip, max, windowMs, now) => guard(() => mint(key, ip, max, windowMs, now)),
     findKey: (hash) =>
       guard(() => {
-        // a key found before answers again while no other connection (the operator's CLI revoking
-        // keys, the writer thread) committed anything since: SQLite's data_version says so exactly
-        const version = q.dataVersion.get() as number;
-        if (version !== keysVersion) {
-          keys.clear();
-          keysVersion = version;
-        }
-        const known = keys.get(hash);
-        if (known) return { ...known };
         const r = q.findKey.get(hash) as KeyRow | undefined;
-        if (!r) return null;
-        if (keys.size >= 10_000) keys.clear();
-        keys.set(hash, toKey(r));
-        return toKey(r);
+        return r ? toKey(r) : null;
       }),
     listKeys: () => guard(() => (q.listKeys.all() as KeyRow[]).map(toKey)),
-    revokeKeys: (prefix, now) =>
-      guard(() => {
-        keys.clear();
-        return revoke(prefix, now);
-      }),
+    revokeKeys: (prefix, now) => guard(() => revoke(prefix, now)),
     ping: () => guard(() => void q.ping.get()),
     async close() {
       await writes.close();

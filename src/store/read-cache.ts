@@ -1,0 +1,204 @@
+// Read caching for any Store, as one wrapper. Pollers repeating the same list, readers opening one
+// email after another and every request of an API key read the same few things again; this answers
+// them from memory. It passes the shared store suite (test/conformance) like a backend.
+//
+// The one staleness rule:
+//   an entry answers for at most `maxAgeMs` (250 ms) after it was read, never past the expiry of
+//   what it holds, and a write made through this store forgets, at once, every entry it can change.
+// So this process always sees its own writes; writes made elsewhere show within `maxAgeMs`. The
+// only such writes that may be cached are key revocations (the operator's CLI, another node). Emails
+// written elsewhere must be seen at once (a long-poll is woken for them), so over a store shared
+// across processes (Redis) lists and rows are read through and only keys are cached.
+//
+// Bounded by bytes (an estimate of what each entry holds); the oldest entries go first.
+import type { EmailSummary, KeyRecord, ListQuery, Store, StoredEmail } from './store.ts';
+
+export interface ReadCacheOptions {
+  /** Bytes held at most (estimated: two per character plus a fixed overhead per entry). Default 32 MiB. */
+  maxBytes?: number;
+  /** How long an entry answers at most. Default 250 ms. */
+  maxAgeMs?: number;
+  /** Monotonic milliseconds for the age of entries (real time, whatever the service's clock says). */
+  clock?: () => number;
+}
+
+export const READ_CACHE_MAX_AGE_MS = 250;
+const DEFAULT_MAX_BYTES = 32 * 1024 * 1024;
+const ENTRY_OVERHEAD = 160;
+
+interface Entry {
+  value: EmailSummary[] | StoredEmail | KeyRecord;
+  /** Monotonic time it was read at. */
+  readAt: number;
+  /** For lists and rows: the service `now` it was read for (answers only a later or equal now)… */
+  now: number;
+  /** …and the earliest expiry of what it holds (answers only before it). */
+  expiresAt: number;
+  /** The inbox it belongs to ('' for keys). */
+  address: string;
+  bytes: number;
+}
+
+const summaryBytes = (r: EmailSummary) => ENTRY_OVERHEAD + 2 * (r.id.length + r.address.length + r.sender.length + r.subject.length + (r.mailedBy?.length ?? 0));
+const keyBytes = (k: KeyRecord) => ENTRY_OVERHEAD + 2 * (k.hash.length + k.prefix.length + k.label.length + (k.contactEmail?.length ?? 0));
+const listKey = (address: string, q: ListQuery) =>
+  `l ${address} ${q.since ? `s${q.since.toLowerCase()}` : q.before ? `b${q.before.toLowerCase()}` : ''} ${q.limit}`;
+
+/** A cached view of `store` (see the staleness rule above). `cacheStats` is for tests. */
+export function withReadCache(store: Store, options: ReadCacheOptions = {}): Store & { readonly cacheStats: { entries: number; bytes: number } } {
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+  const maxAgeMs = options.maxAgeMs ?? READ_CACHE_MAX_AGE_MS;
+  const clock = options.clock ?? (() => performance.now());
+  const emails = !store.capabilities.sharedAcrossProcesses;
+
+  // insertion order is age order: eviction takes from the front
+  const entries = new Map<string, Entry>();
+  /** Keys of the entries of each inbox (lists and rows), so one write forgets them together. */
+  const byAddress = new Map<string, Set<string>>();
+  let bytes = 0;
+  /** Counts writes of emails and of keys: a read that overlapped one does not keep what it read. */
+  const writes = { emails: 0, keys: 0 };
+  type Kind = keyof typeof writes;
+
+  const forgetKey = (k: string) => {
+    const e = entries.get(k);
+    if (!e) return;
+    entries.delete(k);
+    bytes -= e.bytes;
+    if (e.address) {
+      const set = byAddress.get(e.address);
+      set?.delete(k);
+      if (set?.size === 0) byAddress.delete(e.address);
+    }
+  };
+  const forgetAddress = (address: string) => {
+    for (const k of byAddress.get(address) ?? []) forgetKey(k);
+  };
+  const forgetWhere = (prefix: string) => {
+    for (const k of [...entries.keys()]) if (k.startsWith(prefix)) forgetKey(k);
+  };
+  const put = (k: string, e: Entry) => {
+    if (e.bytes > maxBytes / 16) return; // too big to be worth keeping
+    forgetKey(k);
+    for (const [old] of entries) {
+      if (bytes + e.bytes <= maxBytes) break;
+      forgetKey(old);
+    }
+    entries.set(k, e);
+    bytes += e.bytes;
+    if (e.address) {
+      let set = byAddress.get(e.address);
+      if (!set) byAddress.set(e.address, (set = new Set()));
+      set.add(k);
+    }
+  };
+  /** The live entry under `k`, or undefined (a stale one is dropped). */
+  const fresh = (k: string, now: number): Entry | undefined => {
+    const e = entries.get(k);
+    if (!e) return undefined;
+    if (clock() - e.readAt < maxAgeMs && now >= e.now && now < e.expiresAt) return e;
+    forgetKey(k);
+    return undefined;
+  };
+  /** Runs a write, forgetting before it starts and again once it settled. */
+  const write = <T>(kind: Kind, forget: () => void, run: () => Promise<T>): Promise<T> => {
+    writes[kind]++;
+    forget();
+    const after = () => {
+      writes[kind]++;
+      forget();
+    };
+    return run().then((v) => (after(), v), (err) => {
+      after();
+      throw err;
+    });
+  };
+  /** Reads through, keeping the result unless a write ran meanwhile. */
+  const read = <T>(kind: Kind, run: () => Promise<T>, keep: (v: T, readAt: number) => void): Promise<T> => {
+    const before = writes[kind];
+    const readAt = clock();
+    return run().then((v) => {
+      if (writes[kind] === before) keep(v, readAt);
+      return v;
+    });
+  };
+
+  return {
+    get capabilities() {
+      return store.capabilities;
+    },
+    get webhooks() {
+      return store.webhooks;
+    },
+    get cacheStats() {
+      return { entries: entries.size, bytes };
+    },
+    addEmails: (list) => {
+      const addresses = [...new Set(list.map((e) => e.address))];
+      return write('emails', () => addresses.forEach(forgetAddress), () => store.addEmails(list));
+    },
+    listEmails(address, query, now) {
+      if (!emails) return store.listEmails(address, query, now);
+      const k = listKey(address, query);
+      const hit = fresh(k, now);
+      if (hit) return Promise.resolve((hit.value as EmailSummary[]).slice());
+      return read('emails', () => store.listEmails(address, query, now), (rows, readAt) => {
+        let expiresAt = Infinity;
+        let size = ENTRY_OVERHEAD;
+        for (const r of rows) {
+          if (r.expiresAt < expiresAt) expiresAt = r.expiresAt;
+          size += summaryBytes(r);
+        }
+        put(k, { value: rows.slice(), readAt, now, expiresAt, address, bytes: size });
+      });
+    },
+    hasEmails: (address, now) => store.hasEmails(address, now),
+    getEmail(id, now) {
+      if (!emails) return store.getEmail(id, now);
+      const k = `e ${id.toLowerCase()}`;
+      const hit = fresh(k, now);
+      if (hit) return Promise.resolve({ ...(hit.value as StoredEmail) });
+      return read('emails', () => store.getEmail(id, now), (row, readAt) => {
+        if (row) put(k, { value: { ...row }, readAt, now, expiresAt: row.expiresAt, address: row.address, bytes: summaryBytes(row) + 2 * row.messageKey.length });
+      });
+    },
+    readRaw: (key) => store.readRaw(key),
+    getViews: (key) => store.getViews(key),
+    putViews: (key, views, parts) => store.putViews(key, views, parts),
+    readPart: (key, index) => store.readPart(key, index),
+    deleteEmail(id, now) {
+      const row = entries.get(`e ${id.toLowerCase()}`);
+      // the row's inbox when it is known; otherwise every list (a delete is rare)
+      const forget = () => {
+        if (row) forgetAddress(row.address);
+        else forgetWhere('l ');
+        forgetKey(`e ${id.toLowerCase()}`);
+      };
+      return write('emails', forget, () => store.deleteEmail(id, now));
+    },
+    purgeInbox: (address, now) => write('emails', () => forgetAddress(address), () => store.purgeInbox(address, now)),
+    // what expired by `now` is deleted for good: entries holding it go (a read for an earlier now
+    // must not find it either)
+    sweepExpired: (now) => write('emails', () => {
+      for (const [k, e] of [...entries]) if (e.expiresAt <= now) forgetKey(k);
+    }, () => store.sweepExpired(now)),
+    mintKey: (key, ip, max, windowMs, now) => write('keys', () => forgetKey(`k ${key.hash}`), () => store.mintKey(key, ip, max, windowMs, now)),
+    findKey(hash) {
+      const k = `k ${hash}`;
+      const hit = fresh(k, 0);
+      if (hit) return Promise.resolve({ ...(hit.value as KeyRecord) });
+      return read('keys', () => store.findKey(hash), (key, readAt) => {
+        if (key) put(k, { value: { ...key }, readAt, now: 0, expiresAt: Infinity, address: '', bytes: keyBytes(key) });
+      });
+    },
+    listKeys: () => store.listKeys(),
+    revokeKeys: (prefix, now) => write('keys', () => forgetWhere('k '), () => store.revokeKeys(prefix, now)),
+    ping: () => store.ping(),
+    close: () => {
+      entries.clear();
+      byAddress.clear();
+      bytes = 0;
+      return store.close();
+    },
+  };
+}
