@@ -147,7 +147,7 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
   countRequests(app, core);
   registerCaller(app, core);
   registerUrlGuard(app);
-  registerRoutes(app, core);
+  await registerRoutes(app, core);
   registerProbes(app, core);
   app.get('/api/v1/openapi.json', {
     config: { quota: 'peek' },

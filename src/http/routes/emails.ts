@@ -1,6 +1,7 @@
 // /api/v1/emails/…: one email, its deletion, its attachments and its raw source.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import * as emails from '../../services/emails.ts';
 import { contentDisposition } from '../download.ts';
@@ -9,25 +10,25 @@ import { IdParams, NoContent, SECURITY, data, download, errors } from './shared.
 
 const AttachmentParams = Type.Object({ id: Type.String({ description: 'Email id' }), attachment_id: Type.String({ description: 'Attachment id' }) });
 
-export function registerEmailRoutes(app: FastifyInstance, core: Core): void {
-  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id', {
+export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
+  app.get('/api/v1/emails/:id', {
     schema: {
       operationId: 'getEmail', tags: ['emails'], summary: 'One email with bodies and attachment metadata. 404 once expired.', security: SECURITY, params: IdParams,
       response: { 200: data(Type.Ref(EmailFullSchema), 'The email'), ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request) => ({ data: toWireEmail(core, await emails.getEmail(core, request.params.id)) }));
 
-  app.delete<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id', {
+  app.delete('/api/v1/emails/:id', {
     schema: {
       operationId: 'deleteEmail', tags: ['emails'], summary: 'Delete one email ahead of its TTL. Irreversible.', security: SECURITY, params: IdParams,
       response: { 204: NoContent, ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request, reply) => {
     await emails.deleteEmail(core, request.params.id);
-    return reply.code(204).send();
+    return reply.code(204).send(null); // (a 204 carries no body)
   });
 
-  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id/attachments', {
+  app.get('/api/v1/emails/:id/attachments', {
     schema: {
       operationId: 'listAttachments', tags: ['emails'], summary: 'Attachment metadata of one email (the same list is inlined in the email).', security: SECURITY, params: IdParams,
       response: { 200: Type.Object({ data: Type.Array(Type.Ref(AttachmentSchema)), meta: Type.Object({ email_id: Type.String(), count: Type.Integer() }) }, { description: 'Attachments' }), ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
@@ -38,7 +39,7 @@ export function registerEmailRoutes(app: FastifyInstance, core: Core): void {
     return { data: list.map((a) => toWireAttachment(core, id, a)), meta: { email_id: id, count: list.length } };
   });
 
-  app.get<{ Params: Static<typeof AttachmentParams> }>('/api/v1/emails/:id/attachments/:attachment_id', {
+  app.get('/api/v1/emails/:id/attachments/:attachment_id', {
     schema: {
       operationId: 'downloadAttachment', tags: ['emails'], security: SECURITY, params: AttachmentParams,
       summary: 'Raw attachment bytes, always as a download (Content-Disposition: attachment, CSP sandbox, nosniff).',
@@ -47,12 +48,12 @@ export function registerEmailRoutes(app: FastifyInstance, core: Core): void {
         ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded'),
       },
     },
-  }, async (request, reply: FastifyReply) => {
+  }, async (request, reply) => {
     const att = await emails.getAttachment(core, request.params.id, request.params.attachment_id);
     return download(reply, att.meta.contentType, att.meta.sizeBytes, contentDisposition(att.meta.filename), att.chunks);
   });
 
-  app.get<{ Params: Static<typeof IdParams> }>('/api/v1/emails/:id/raw', {
+  app.get('/api/v1/emails/:id/raw', {
     schema: {
       operationId: 'getRawEmail', tags: ['emails'], security: SECURITY, params: IdParams,
       summary: 'The message as received (an .eml file), always as a download (Content-Disposition: attachment, CSP sandbox, nosniff). Parts over 5 MB are cut out of the stored copy.',
@@ -61,8 +62,8 @@ export function registerEmailRoutes(app: FastifyInstance, core: Core): void {
         ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded'),
       },
     },
-  }, async (request, reply: FastifyReply) => {
+  }, async (request, reply) => {
     const { id, raw } = await emails.getRaw(core, request.params.id);
     return download(reply, 'message/rfc822', raw.sizeBytes, `attachment; filename="${id}.eml"`, raw.chunks);
   });
-}
+};

@@ -1,6 +1,8 @@
 // /api/v1/domains and /api/v1/inboxes/…: addresses, the list (with wait), the event stream, latest, purge.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
+import type { Caller } from '../plugins/caller.ts';
 import { AppError } from '../../domain/errors.ts';
 import { isUuid } from '../../domain/ids.ts';
 import type { Core } from '../../services/core.ts';
@@ -41,7 +43,7 @@ const InboxBody = Type.Optional(
 );
 
 
-export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
+export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
   let listSerializers: ListSerializers | null = null; // compiled at the first list response
 
   app.get('/api/v1/domains', {
@@ -51,7 +53,7 @@ export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
     },
   }, async () => ({ data: core.config.domains.map((domain) => ({ domain })), meta: { count: core.config.domains.length } }));
 
-  app.post<{ Body: Static<typeof InboxBody> }>('/api/v1/inboxes', {
+  app.post('/api/v1/inboxes', {
     schema: {
       operationId: 'createInbox', tags: ['inboxes'], summary: 'Generate an inbox address that is empty now. Inboxes are implicit: any address at an active domain receives mail.', security: SECURITY,
       body: InboxBody,
@@ -63,13 +65,13 @@ export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
     return { data: { address: a.address, local_part: a.localPart, domain: a.domain, email_ttl_seconds: core.config.emailTtlSeconds } };
   });
 
-  app.get<{ Params: Static<typeof AddressParams>; Querystring: Static<typeof ListQuery> }>('/api/v1/inboxes/:address/emails', {
+  app.get('/api/v1/inboxes/:address/emails', {
     schema: {
       operationId: 'listEmails', tags: ['emails'], security: SECURITY,
       summary: 'List emails (no bodies). Newest first; with since, oldest first. wait holds the request until mail arrives (needs a key).',
       params: AddressParams, querystring: ListQuery,
       response: {
-        200: Type.Object({ data: Type.Array(Type.Ref(EmailSummarySchema)), meta: Type.Ref(ListMetaSchema) }, { description: 'Emails; empty data when nothing matched (also when a wait ran out)' }),
+        200: ListResponse,
         ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded', 'too_many_waiters'),
       },
     },
@@ -77,16 +79,15 @@ export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
     const q = request.query;
     const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, from: q.from, subject: q.subject, text: q.text };
     // without wait nothing is held: no slot, no abort signal, no listener on the socket
-    if (q.wait <= 0) return listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, await emails.listEmails(core, input));
-    return held(request, reply, q.wait, async (signal) =>
-      listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, await emails.listEmails(core, { ...input, signal })));
+    const answer = (out: emails.ListOutput) => listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, out);
+    if (q.wait <= 0) return answer(await emails.listEmails(core, input));
+    return held(request.caller, request.params.address, reply, q.wait, async (signal) => answer(await emails.listEmails(core, { ...input, signal })));
   });
 
   /** A held request: needs a key, takes one of its wait slots, and is abandoned when the client goes. */
-  async function held<T>(request: FastifyRequest<{ Params: Static<typeof AddressParams> }>, reply: FastifyReply, wait: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const c = request.caller;
+  async function held<T>(c: Caller, address: string, reply: FastifyReply, wait: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
     if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
-    emails.resolveInbox(core, request.params.address);
+    emails.resolveInbox(core, address);
     const refusal = `This key already holds ${c.concurrentWaits} waiting requests; let one finish first`;
     return withWaitSlot(core.limiter, core.clock, { bucket: c.bucket, max: c.concurrentWaits, refusal }, wait * 1000, async () => {
       const abort = new AbortController();
@@ -102,7 +103,7 @@ export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
 
   const streams = createEventStreams(core);
   app.addHook('preClose', async () => streams.closeAll());
-  app.get<{ Params: Static<typeof AddressParams>; Querystring: Static<typeof EventsQuery> }>('/api/v1/inboxes/:address/events', {
+  app.get('/api/v1/inboxes/:address/events', {
     schema: {
       operationId: 'streamEmails', tags: ['emails'], security: SECURITY, params: AddressParams, querystring: EventsQuery,
       summary: 'A Server-Sent Events stream of new mail: one `email` event per email (data: the summary; id: the email id), a `: heartbeat` comment every 15 s. Resumable: `Last-Event-ID` (or `since`) replays the mail after that id still stored, then goes live, with no gap and no duplicate. Needs a key; a stream holds one of the key\'s concurrent waits and ends after 10 minutes (EventSource reconnects by itself). Additive.',
@@ -126,7 +127,7 @@ export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
     return reply;
   });
 
-  app.get<{ Params: Static<typeof AddressParams>; Querystring: Static<typeof LatestQuery> }>('/api/v1/inboxes/:address/latest', {
+  app.get('/api/v1/inboxes/:address/latest', {
     schema: {
       operationId: 'latestEmail', tags: ['emails'], security: SECURITY,
       summary: 'The newest email that matches (from, subject, since), in full with codes and links; with wait, held until one arrives. "Wait for the verification email and give me the code" in one request. Additive.',
@@ -145,19 +146,22 @@ export function registerInboxRoutes(app: FastifyInstance, core: Core): void {
     const answer = (out: Awaited<ReturnType<typeof emails.latestEmail>>) =>
       ({ data: out.email && toWireEmail(core, out.email), meta: { address: out.address, waited: out.waited } });
     if (q.wait <= 0) return answer(await emails.latestEmail(core, input));
-    return held(request, reply, q.wait, async (signal) => answer(await emails.latestEmail(core, { ...input, signal })));
+    return held(request.caller, request.params.address, reply, q.wait, async (signal) => answer(await emails.latestEmail(core, { ...input, signal })));
   });
 
-  app.delete<{ Params: Static<typeof AddressParams> }>('/api/v1/inboxes/:address/emails', {
+  app.delete('/api/v1/inboxes/:address/emails', {
     schema: {
       operationId: 'purgeInbox', tags: ['emails'], summary: 'Delete every email in the inbox. Irreversible.', security: SECURITY, params: AddressParams,
       response: { 200: data(Type.Object({ address: Type.String(), deleted: Type.Integer({ description: 'Number of emails removed' }) }), 'Purged'), ...errors('invalid_request', 'unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request) => ({ data: await emails.purgeInbox(core, request.params.address) }));
-}
+};
 
 const SummaryRef = Type.Ref(EmailSummarySchema);
 const ListMetaRef = Type.Ref(ListMetaSchema);
+const ListResponse = Type.Object({ data: Type.Array(SummaryRef), meta: ListMetaRef }, { description: 'Emails; empty data when nothing matched (also when a wait ran out)' });
+/** The list's 200 body as its schema types it (listJson hands Fastify its JSON text, sent as it is). */
+type ListBody = Static<typeof ListResponse>;
 interface ListSerializers {
   /** Each summary's JSON, kept per summary object (createSummaryJson). */
   summary: (e: import('../../store/store.ts').EmailSummary) => string;
@@ -175,7 +179,7 @@ const compileListSerializers = (reply: FastifyReply): ListSerializers => ({
  * and the meta written by the fast-json-stringify serializers of their own schemas, and each email's
  * summary serialized once (createSummaryJson) rather than on every poll of the same page.
  */
-function listJson(reply: FastifyReply, { summary, meta }: ListSerializers, q: Static<typeof ListQuery>, out: emails.ListOutput): string {
+function listJson(reply: FastifyReply, { summary, meta }: ListSerializers, q: Static<typeof ListQuery>, out: emails.ListOutput): ListBody {
   const items = out.emails;
   const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
   const oldestId = q.since ? items[0]?.id : items.at(-1)?.id;
@@ -189,5 +193,6 @@ function listJson(reply: FastifyReply, { summary, meta }: ListSerializers, q: St
     waited: out.waited,
   })}}`;
   reply.type('application/json; charset=utf-8'); // what Fastify sets for a serialized object
-  return body;
+  // the one place where the reply's type (derived from the schema) is the text of that object
+  return body as unknown as ListBody;
 }

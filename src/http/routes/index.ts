@@ -1,18 +1,16 @@
-// The route table of /api/v1, one file per resource (service, keys, inboxes, emails, webhooks): each
+// The route table of /api/v1, one plugin per resource (service, keys, inboxes, emails, webhooks): each
 // endpoint of the spec with its full schema (params, query, body, every response) and a thin handler
-// that calls one service function.
+// that calls one service function. Request and reply types are derived from those schemas
+// (FastifyPluginAsyncTypebox): a handler cannot read a field its schema does not declare.
 import type { FastifyInstance } from 'fastify';
 import type { Core } from '../../services/core.ts';
-import { registerEmailRoutes } from './emails.ts';
-import { registerInboxRoutes } from './inboxes.ts';
-import { registerKeyRoutes } from './keys.ts';
-import { registerServiceRoutes } from './service.ts';
-import { registerWebhookRoutes } from './webhooks.ts';
+import { emailRoutes } from './emails.ts';
+import { inboxRoutes } from './inboxes.ts';
+import { keyRoutes } from './keys.ts';
+import { serviceRoutes } from './service.ts';
+import { webhookRoutes } from './webhooks.ts';
 
-export function registerRoutes(app: FastifyInstance, core: Core): void {
-  registerServiceRoutes(app, core);
-  registerKeyRoutes(app, core);
-  registerInboxRoutes(app, core);
-  registerEmailRoutes(app, core);
-  registerWebhookRoutes(app, core);
+/** Registered in this order (the OpenAPI document and /docs list them so), each loaded at once. */
+export async function registerRoutes(app: FastifyInstance, core: Core): Promise<void> {
+  for (const routes of [serviceRoutes, keyRoutes, inboxRoutes, emailRoutes, webhookRoutes]) await app.register(routes, { core });
 }

@@ -1,6 +1,6 @@
 // /api/v1/keys and /api/v1/me: free API keys and the caller's identity.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
 import { ipBucket } from '../../domain/limits.ts';
 import type { Core } from '../../services/core.ts';
 import { mintKey } from '../../services/keys.ts';
@@ -17,8 +17,8 @@ const KeyBody = Type.Optional(
   ),
 );
 
-export function registerKeyRoutes(app: FastifyInstance, core: Core): void {
-  app.post<{ Body: Static<typeof KeyBody> }>('/api/v1/keys', {
+export const keyRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
+  app.post('/api/v1/keys', {
     schema: {
       operationId: 'createKey', tags: ['keys'], summary: 'Create a free API key (3 per IP per 24 hours). The raw key is shown once.', security: SECURITY,
       body: KeyBody,
@@ -50,4 +50,4 @@ export function registerKeyRoutes(app: FastifyInstance, core: Core): void {
       },
     };
   });
-}
+};

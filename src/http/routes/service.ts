@@ -1,11 +1,11 @@
 // /api/v1 and /api/v1/health: discovery and health, outside the quota.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import { HealthSchema } from '../schemas/wire.ts';
 import { ErrorRef, SECURITY, data, errors } from './shared.ts';
 
-export function registerServiceRoutes(app: FastifyInstance, core: Core): void {
+export const serviceRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
   app.get('/api/v1', {
     config: { quota: 'peek' },
     schema: {
@@ -48,4 +48,4 @@ export function registerServiceRoutes(app: FastifyInstance, core: Core): void {
     reply.code(ok ? 200 : 503);
     return { data: { status: ok ? 'ok' as const : 'degraded' as const, database, smtp } };
   });
-}
+};

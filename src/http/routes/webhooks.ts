@@ -1,12 +1,13 @@
 // /api/v1/webhooks: register, list and delete a key's webhooks, and see their recent delivery
 // attempts (docs/push.md "Webhooks"). Every route needs a key; a webhook is visible only to its key.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { AppError } from '../../domain/errors.ts';
 import { WEBHOOK_URL_MAX } from '../../domain/webhook-url.ts';
 import type { Core } from '../../services/core.ts';
 import type { DeliveryAttempt, WebhookRecord } from '../../store/webhooks.ts';
-import { errors } from './shared.ts';
+import { NoContent, errors } from './shared.ts';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -63,12 +64,12 @@ function keyOf(request: FastifyRequest): string {
   return c.key.hash;
 }
 
-export function registerWebhookRoutes(app: FastifyInstance, core: Core): void {
+export const webhookRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
   app.addSchema(WebhookSchema);
   app.addSchema(DeliverySchema);
   const WebhookRef = Type.Ref(WebhookSchema);
 
-  app.post<{ Body: Static<typeof WebhookBody> }>('/api/v1/webhooks', {
+  app.post('/api/v1/webhooks', {
     schema: {
       operationId: 'createWebhook', tags: ['webhooks'], security: WEBHOOK_SECURITY, body: WebhookBody,
       summary: 'Register a webhook for one inbox or a whole domain (*@<domain>). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email\'s lifetime. The secret is shown once. At most 10 per key. Additive.',
@@ -92,17 +93,17 @@ export function registerWebhookRoutes(app: FastifyInstance, core: Core): void {
     return { data: list.map((w) => toWireWebhook(w)), meta: { count: list.length } };
   });
 
-  app.delete<{ Params: Static<typeof IdParams> }>('/api/v1/webhooks/:id', {
+  app.delete('/api/v1/webhooks/:id', {
     schema: {
       operationId: 'deleteWebhook', tags: ['webhooks'], security: WEBHOOK_SECURITY, params: IdParams, summary: 'Delete a webhook; its pending deliveries are dropped. Additive.',
-      response: { 204: Type.Null({ description: 'Deleted; no body' }), ...errors('unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded') },
+      response: { 204: NoContent, ...errors('unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request, reply) => {
     await core.webhooks.remove(keyOf(request), request.params.id);
-    return reply.code(204).send();
+    return reply.code(204).send(null); // (a 204 carries no body)
   });
 
-  app.get<{ Params: Static<typeof IdParams>; Querystring: Static<typeof DeliveriesQuery> }>('/api/v1/webhooks/:id/deliveries', {
+  app.get('/api/v1/webhooks/:id/deliveries', {
     schema: {
       operationId: 'listWebhookDeliveries', tags: ['webhooks'], security: WEBHOOK_SECURITY, params: IdParams, querystring: DeliveriesQuery,
       summary: 'Recent delivery attempts of a webhook, newest first (the last 100, for two hours): status, response code and next retry. Additive.',
@@ -118,4 +119,4 @@ export function registerWebhookRoutes(app: FastifyInstance, core: Core): void {
     const { webhook, attempts, pending } = await core.webhooks.deliveries(keyOf(request), request.params.id, request.query.limit);
     return { data: attempts.map(toWireDelivery), meta: { webhook_id: webhook.id, count: attempts.length, pending } };
   });
-}
+};
