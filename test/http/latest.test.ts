@@ -6,8 +6,8 @@ import { formatUuidV7 } from '../../src/domain/ids.ts';
 import { expectError, expectFull } from '../helpers/contract.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { message, sendRaw } from '../helpers/smtp.ts';
+import { until } from '../helpers/time.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('filters and latest', () => {
   let svc: TestService;
@@ -20,6 +20,7 @@ describe('filters and latest', () => {
   after(() => svc.stop());
   const mail = (to: string, from: string, subject: string, body = 'body') =>
     sendRaw(svc.smtpPort, { from: 'bounce@sender.example', to: [to], body: message({ From: from, To: to, Subject: subject }, body) });
+  const heldOn = (n: number) => until(() => svc.service.core.waits.held >= n, `${n} requests are held`);
   const get = (path: string, withKey = true) => svc.api(path, withKey ? { headers: { authorization: `Bearer ${key}` } } : {});
 
   test('the list filters by From and Subject: case-insensitive substrings of the decoded headers, combined with limit and since', async () => {
@@ -48,9 +49,9 @@ describe('filters and latest', () => {
   test('a held, filtered wait ignores mail that does not match and returns the one that does', async () => {
     const a = 'heldfilter@ephemail.test';
     const pending = get(`/api/v1/inboxes/${a}/emails?wait=20&subject=verification`);
-    await sleep(300);
+    await heldOn(1);
+    // wakes the wait, which queries, finds no match and waits on (a match arriving meanwhile is not missed)
     assert.equal((await mail(a, 'news@shop.example', 'Our weekly deals')).data?.code, 250);
-    await sleep(300);
     const t0 = Date.now();
     assert.equal((await mail(a, 'auth@app.example', 'Your verification code')).data?.code, 250);
     const body = await (await pending).json();
@@ -85,9 +86,8 @@ describe('filters and latest', () => {
     const now = formatUuidV7(Date.now(), 0n, 0);
     const t0 = Date.now();
     const pending = get(`/api/v1/inboxes/${a}/latest?wait=20&subject=login%20code&since=${now}`);
-    await sleep(300);
+    await heldOn(1);
     assert.equal((await mail(a, 'news@shop.example', 'Newsletter')).data?.code, 250);
-    await sleep(300);
     const sent = Date.now();
     assert.equal((await mail(a, 'auth@app.example', 'Your login code is 559120')).data?.code, 250);
     const res = await pending;

@@ -3,12 +3,14 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
+import { until } from '../helpers/time.ts';
 import { sendRaw, message } from '../helpers/smtp.ts';
 import { expectError, expectLimitHeaders, expectSummary } from '../helpers/contract.ts';
 
 const baseOf = (svc: TestService) => svc.http.replace('127.0.0.1', 'localhost');
 const mint = async (svc: TestService) => (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key as string;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Until `n` requests are held by the service (subscribed, first query empty): mail sent now wakes them. */
+const heldOn = (s: TestService, n: number) => until(() => s.service.core.waits.held >= n, `${n} requests are held`);
 const mail = (svc: TestService, to: string, subject: string) =>
   sendRaw(svc.smtpPort, { from: 'w@waiter.example', to: [to], body: message({ From: 'w@waiter.example', To: to, Subject: subject }, 'body') });
 
@@ -49,7 +51,7 @@ describe('wait', () => {
     const address = 'woken@ephemail.test';
     const t0 = Date.now();
     const pending = waitFor(address, 'wait=20');
-    await sleep(300);
+    await heldOn(svc, 1);
     const r = await mail(svc, address, 'wake up');
     assert.equal(r.data?.code, 250);
     const acked = Date.now();
@@ -70,7 +72,7 @@ describe('wait', () => {
 
   test('the wake-up ignores case: wait on MiXeD path, mail to UPPER recipient', async () => {
     const pending = waitFor('Case.Wait@EPHEMAIL.test', 'wait=20');
-    await sleep(200);
+    await heldOn(svc, 1);
     const t0 = Date.now();
     const r = await mail(svc, 'CASE.WAIT@ephemail.TEST', 'cased');
     assert.equal(r.data?.code, 250);
@@ -83,7 +85,7 @@ describe('wait', () => {
   test('one transaction to several inboxes wakes each waiter', async () => {
     const addrs = ['fan1@ephemail.test', 'fan2@ephemail.test'];
     const pending = [waitFor(addrs[0], 'wait=20'), waitFor(addrs[1], 'wait=20', key2)];
-    await sleep(200);
+    await heldOn(svc, 2);
     const r = await sendRaw(svc.smtpPort, { from: 'f@fan.example', to: addrs, body: message({ From: 'f@fan.example', Subject: 'fan' }, 'x') });
     assert.equal(r.data?.code, 250);
     const bodies = await Promise.all(pending.map(async (p) => (await p).json()));
@@ -100,7 +102,7 @@ describe('wait', () => {
     assert.equal(first.data.length, 1, 'existing mail returns at once');
     assert.equal(first.meta.waited, false);
     const pending = waitFor(address, `wait=20&since=${first.meta.next_since}`);
-    await sleep(200);
+    await heldOn(svc, 1);
     await mail(svc, address, 'new');
     const body = await (await pending).json();
     assert.deepEqual(body.data.map((e: any) => e.subject), ['new']);
@@ -110,7 +112,7 @@ describe('wait', () => {
   test('mail for another address does not end the wait', async () => {
     const t0 = Date.now();
     const pending = waitFor('quiet@ephemail.test', 'wait=2');
-    await sleep(200);
+    await heldOn(svc, 1);
     await mail(svc, 'noisy@ephemail.test', 'not for you');
     const res = await pending;
     const body = await res.json();
@@ -131,7 +133,7 @@ describe('wait', () => {
   test('6th concurrent wait on a key → 429 too_many_waiters; other keys unaffected; slots free after', async () => {
     const controllers = Array.from({ length: 5 }, () => new AbortController());
     const held = controllers.map((c, i) => waitFor(`slot${i}@ephemail.test`, 'wait=20', key, { signal: c.signal }).catch(() => null));
-    await sleep(400);
+    await heldOn(svc, 5);
     const sixth = await waitFor('slot5@ephemail.test', 'wait=20');
     expectLimitHeaders(sixth);
     await expectError(sixth, 429, 'too_many_waiters', baseOf(svc));
@@ -143,14 +145,10 @@ describe('wait', () => {
     for (const c of controllers) c.abort();
     await Promise.all(held);
     // the server notices the disconnects and frees the slots
-    let ok = false;
-    for (let i = 0; i < 20 && !ok; i++) {
-      await sleep(100);
-      const res = await waitFor('after@ephemail.test', 'wait=1');
-      ok = res.status === 200;
-      await res.arrayBuffer();
-    }
-    assert.ok(ok, 'a later wait succeeds once the clients have gone');
+    await until(() => svc.service.core.waits.held === 0, 'the server noticed the disconnects', 2000);
+    const res = await waitFor('after@ephemail.test', 'wait=1');
+    assert.equal(res.status, 200, 'a later wait succeeds once the clients have gone');
+    await res.arrayBuffer();
     // all five again
     const again = await Promise.all(Array.from({ length: 5 }, (_, i) => waitFor(`again${i}@ephemail.test`, 'wait=1')));
     assert.deepEqual(again.map((r) => r.status), [200, 200, 200, 200, 200]);
@@ -164,12 +162,11 @@ describe('wait', () => {
       const req = httpRequest({ host: u.hostname, port: u.port, path: '/api/v1/inboxes/dc%40ephemail.test/emails?wait=30', headers: { 'x-api-key': k } });
       req.on('error', () => undefined);
       req.end();
-      await sleep(300);
+      await heldOn(s, 1);
       const blocked = await s.api('/api/v1/inboxes/dc2%40ephemail.test/emails?wait=1', { headers: { 'x-api-key': k } });
       await expectError(blocked, 429, 'too_many_waiters', baseOf(s));
       req.destroy();
-      for (let i = 0; i < 30 && s.service.core.waits.held > 0; i++) await sleep(100);
-      assert.equal(s.service.core.waits.held, 0, 'the held poll ended with its client (long before its 30 s)');
+      await until(() => s.service.core.waits.held === 0, 'the held poll ended with its client (long before its 30 s)', 3000);
       const res = await s.api('/api/v1/inboxes/dc2%40ephemail.test/emails?wait=1', { headers: { 'x-api-key': k } });
       assert.equal(res.status, 200);
     } finally {
@@ -187,7 +184,7 @@ describe('many waiters', () => {
         s.api(`/api/v1/inboxes/${encodeURIComponent(address)}/emails?wait=${wait}`, { headers: { 'x-api-key': k } });
       const same = keys.flatMap((k) => [on('shared@ephemail.test', k), on('shared@ephemail.test', k)]);
       const other = keys.map((k) => on('elsewhere@ephemail.test', k, 2));
-      await sleep(400);
+      await heldOn(s, 12);
       assert.equal(s.service.core.waits.held, 12);
       const t0 = Date.now();
       await mail(s, 'shared@ephemail.test', 'for all');
@@ -207,7 +204,7 @@ describe('shutdown answers held polls', () => {
     const s = await startService();
     const k = await mint(s);
     const pending = s.api('/api/v1/inboxes/held%40ephemail.test/emails?wait=30', { headers: { authorization: `Bearer ${k}` } });
-    await sleep(300);
+    await heldOn(s, 1);
     const t0 = Date.now();
     const stopping = s.stop();
     const res = await pending;

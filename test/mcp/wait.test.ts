@@ -5,16 +5,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { MCP_CONCURRENT_WAITS } from '../../src/mcp/tools/check-inbox.ts';
 import { startService, type TestService } from '../helpers/service.ts';
+import { until } from '../helpers/time.ts';
 import { callRaw, INIT_PARAMS, rpc } from './helpers.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-async function until(cond: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not reached');
-    await sleep(20);
-  }
-}
 
 describe('check_inbox wait', () => {
   let svc: TestService;
@@ -39,17 +32,17 @@ describe('check_inbox wait', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'check_inbox', arguments: { address: 'gone@ephemail.test', wait_seconds: 20 } } }),
       signal: abort.signal,
     }).catch(() => null);
-    await until(() => svc.service.core.waits.held === 1);
+    await until(() => svc.service.core.waits.held === 1, 'one check_inbox is held', 3000);
     abort.abort();
     await pending;
-    await until(() => svc.service.core.waits.held === 0, 2000);
+    await until(() => svc.service.core.waits.held === 0, 'no check_inbox is held', 2000);
   });
 
   test(`a session holds at most ${MCP_CONCURRENT_WAITS} waits; one more is an actionable isError`, async () => {
     const init = await rpc(svc, { jsonrpc: '2.0', id: 1, method: 'initialize', params: INIT_PARAMS() });
     const session = init.headers.get('mcp-session-id')!;
     const held = Array.from({ length: MCP_CONCURRENT_WAITS }, (_, i) => callRaw(svc, 'check_inbox', { address: `slot${i}@ephemail.test`, wait_seconds: 3 }, { 'mcp-session-id': session }));
-    await until(() => svc.service.core.waits.held === MCP_CONCURRENT_WAITS);
+    await until(() => svc.service.core.waits.held === MCP_CONCURRENT_WAITS, 'the session holds its maximum', 3000);
     const extra = await callRaw(svc, 'check_inbox', { address: 'slot-extra@ephemail.test', wait_seconds: 3 }, { 'mcp-session-id': session });
     assert.equal(extra.result.isError, true);
     assert.match(extra.result.content[0].text, /^Error \(too_many_waiters\): 5 check_inbox calls with wait_seconds are already waiting/);
@@ -68,7 +61,7 @@ describe('check_inbox on shutdown', () => {
     const svc = await startService();
     const t0 = Date.now();
     const pending = callRaw(svc, 'check_inbox', { address: 'shutdown@ephemail.test', wait_seconds: 20 });
-    await until(() => svc.service.core.waits.held === 1);
+    await until(() => svc.service.core.waits.held === 1, 'one check_inbox is held', 3000);
     await svc.stop();
     const r = await pending;
     assert.ok(Date.now() - t0 < 10_000);

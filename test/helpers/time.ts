@@ -1,0 +1,23 @@
+// Time in tests without guessing: wait for a condition the test can observe instead of sleeping for a
+// while, and move the service's injected clock instead of waiting for it.
+import type { Clock } from '../../src/domain/clock.ts';
+
+/** Resolves once `cond()` holds (checked every 5 ms); fails with `what` after `timeoutMs`. */
+export async function until(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+  const t0 = performance.now();
+  while (!(await cond())) {
+    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** A service clock that runs with real time and can be moved forward (`advance`). */
+export function movableClock(): Clock & { advance(ms: number): void } {
+  let offset = 0;
+  return {
+    now: () => Date.now() + offset,
+    advance(ms: number) {
+      offset += ms;
+    },
+  };
+}
