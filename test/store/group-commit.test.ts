@@ -1,0 +1,112 @@
+// Group commit (store/sqlite/group-commit.ts) on its own, on a real SQLite file (writer thread) and in
+// memory (main thread): a write settles only once committed, a failing write fails alone, writes keep
+// their order, a burst larger than one batch all commits, and close() drains what is queued.
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import Database from 'better-sqlite3';
+import { StoreUnavailableError } from '../../src/domain/errors.ts';
+import { groupCommit } from '../../src/store/sqlite/group-commit.ts';
+import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'ephemail-gc-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+
+function open(kind: 'file' | 'memory') {
+  const path = kind === 'file' ? join(dir, `gc-${n++}.db`) : ':memory:';
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma('foreign_keys = ON');
+  db.transaction(() => {
+    for (const m of MIGRATIONS) db.exec(m);
+  })();
+  return { db, path, writes: groupCommit(db, kind === 'file' ? path : null) };
+}
+
+const HOUR = 3_600_000;
+let seq = 0;
+/** One message with one recipient row (SQL.insertMessage / insertEmail parameters). */
+function add(id = `0190d5b0-0000-7000-8000-${String(++seq).padStart(12, '0')}`) {
+  const now = Date.now();
+  return {
+    id,
+    job: {
+      kind: 'add' as const,
+      messages: [[id, Buffer.from(`Subject: ${id}\r\n\r\nbody\r\n`), now + HOUR] as [string, Uint8Array, number]],
+      emails: [[id, 'gc@ephemail.test', id, 's@example.org', null, id, 0, now, now + HOUR]],
+    },
+  };
+}
+
+for (const kind of ['file', 'memory'] as const) {
+  describe(`group commit (${kind === 'file' ? 'file: writer thread' : 'memory: main thread'})`, () => {
+    test('writes issued together all commit; each is visible to another connection when it settles', async () => {
+      const { db, path, writes } = open(kind);
+      const reader = kind === 'file' ? new Database(path, { readonly: true }) : db;
+      try {
+        const jobs = Array.from({ length: 50 }, () => add());
+        const seen = await Promise.all(jobs.map(async ({ id, job }) => {
+          await writes.write(job);
+          return reader.prepare('SELECT count(*) FROM emails WHERE id = ?').pluck().get(id);
+        }));
+        assert.deepEqual(seen, jobs.map(() => 1), 'every write was committed when its promise resolved');
+      } finally {
+        await writes.close();
+        if (reader !== db) reader.close();
+        db.close();
+      }
+    });
+
+    test('a failing write fails alone: the others of its batch commit', async () => {
+      const { db, writes } = open(kind);
+      try {
+        const first = add();
+        await writes.write(first.job);
+        const before = add();
+        const after = add();
+        const results = await Promise.allSettled([writes.write(before.job), writes.write(first.job), writes.write(after.job)]);
+        assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+        const reason = (results[1] as PromiseRejectedResult).reason;
+        assert.ok(reason instanceof Error && /UNIQUE|constraint/i.test(reason.message), String(reason));
+        const ids = db.prepare('SELECT id FROM emails ORDER BY id').pluck().all();
+        assert.deepEqual(ids, [first.id, before.id, after.id].sort(), 'no half-written duplicate, both neighbours stored');
+      } finally {
+        await writes.close();
+        db.close();
+      }
+    });
+
+    test('writes keep their order: views written right after their message, in the same turn, land', async () => {
+      const { db, writes } = open(kind);
+      try {
+        const m = add();
+        const [added, viewed, missing] = await Promise.all([
+          writes.write(m.job),
+          writes.write({ kind: 'views', key: m.id, views: '{"v":1}', parts: [Buffer.from('part')] }),
+          writes.write({ kind: 'views', key: 'no-such-message', views: '{}', parts: [] }),
+        ]);
+        assert.deepEqual([added, viewed, missing], [0, 1, 0], 'the views found their message; a freed one writes nothing');
+        assert.equal(db.prepare('SELECT views FROM messages WHERE key = ?').pluck().get(m.id), '{"v":1}');
+        assert.equal(db.prepare('SELECT count(*) FROM message_parts WHERE message_key = ?').pluck().get(m.id), 1);
+      } finally {
+        await writes.close();
+        db.close();
+      }
+    });
+
+    test('a burst larger than one batch (512) all commits; close() drains the queue, then refuses', async () => {
+      const { db, writes } = open(kind);
+      const jobs = Array.from({ length: 1200 }, () => add());
+      const pending = jobs.map(({ job }) => writes.write(job));
+      const closing = writes.close();
+      await Promise.all(pending);
+      await closing;
+      assert.equal(db.prepare('SELECT count(*) FROM emails').pluck().get(), 1200);
+      db.close();
+      await assert.rejects(writes.write(add().job), StoreUnavailableError);
+    });
+  });
+}
