@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Limits } from '../config.ts';
-import { call, closeClient, type RedisClient } from '../redis/client.ts';
+import { call, closeClient, script, type RedisClient } from '../redis/client.ts';
 import type { Keyspace } from '../redis/keys.ts';
 import { ACQUIRE_WAIT, LIMIT_HIT } from './redis-scripts.ts';
 import { DAY_MS, MINUTE_MS, limitResult, type Limiter } from './limiter.ts';
@@ -19,9 +19,8 @@ export interface RedisLimiterOptions {
 
 export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
   const { client, keys: k, log } = options;
-  client.defineCommand('ephLimitHit', { lua: LIMIT_HIT, numberOfKeys: 2 });
-  client.defineCommand('ephAcquireWait', { lua: ACQUIRE_WAIT, numberOfKeys: 1 });
-  const cmd = client as unknown as Record<string, (...a: (string | number)[]) => Promise<unknown>>;
+  const limitHit = script(client, 'ephLimitHit', LIMIT_HIT, 2);
+  const acquireWait = script(client, 'ephAcquireWait', ACQUIRE_WAIT, 1);
   const counters = (bucket: string, now: number) => {
     const base = k.limiterBase(bucket);
     return [`${base}m:${Math.floor(now / MINUTE_MS)}`, `${base}d:${Math.floor(now / DAY_MS)}`] as const;
@@ -30,7 +29,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
   return {
     async hit(bucket: string, limits: Limits, now: number) {
       const [m, d] = counters(bucket, now);
-      const [usedMinute, usedDay] = (await call(() => cmd.ephLimitHit(m, d, limits.perMinute, 2 * MINUTE_MS, 2 * DAY_MS))) as [number, number];
+      const [usedMinute, usedDay] = (await call(() => limitHit([m, d], [limits.perMinute, 2 * MINUTE_MS, 2 * DAY_MS]))) as [number, number];
       return limitResult(limits, usedMinute, usedDay, now, true);
     },
     /**
@@ -50,7 +49,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
     async acquireWait(bucket: string, max: number, leaseMs: number, now: number) {
       const key = `${k.limiterBase(bucket)}w`;
       const slot = randomUUID();
-      const taken = await call(() => cmd.ephAcquireWait(key, now, max, leaseMs, slot));
+      const taken = await call(() => acquireWait([key], [now, max, leaseMs, slot]));
       if (taken !== 1) return null;
       let released = false;
       return async () => {
