@@ -59,6 +59,23 @@ export interface HttpTimeouts {
 }
 export const HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({ headersMs: 30_000, requestMs: 120_000, idleMs: 130_000, checkEveryMs: 5_000 });
 
+/**
+ * Request validation, one Ajv pass per part: the query string and path are text, so their types are
+ * coerced ("25" is 25); a JSON body is checked strictly ({"label": 5} is a wrong type, not "5", and an
+ * unknown field is an error, never silently dropped). String lengths count characters (code points),
+ * as JSON Schema says. Fastify calls this for every encapsulation context, with that context's schemas.
+ */
+function validators(externalSchemas: unknown) {
+  const ajvOptions = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false } as const;
+  const coercing = new Ajv({ ...ajvOptions, coerceTypes: true });
+  const strict = new Ajv({ ...ajvOptions, coerceTypes: false });
+  for (const schema of Object.values((externalSchemas ?? {}) as Record<string, object>)) {
+    coercing.addSchema(schema);
+    strict.addSchema(schema);
+  }
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) => (httpPart === 'body' ? strict : coercing).compile(schema);
+}
+
 export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpTimeouts = HTTP_TIMEOUTS): Promise<FastifyInstance> {
   const app = Fastify({
     // the request line and headers must arrive within headersMs (Node's default is 60 s), checked every checkEveryMs
@@ -76,6 +93,11 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     connectionTimeout: timeouts.idleMs,
     return503OnClosing: false,
     logController: new LogController({ disableRequestLogging: true }), // per-request lines cost throughput; errors are still logged
+    // one validation, by Ajv, per part (validators below); given as the compilers' factory, not
+    // setValidatorCompiler, so that a route plugin adding schemas of its own keeps these rules
+    // (Fastify's typings describe the compiler as Ajv's compile(schema); it is called with the route's
+    // { schema, httpPart, ... }, as its documentation shows: hence the one cast)
+    schemaController: { compilersFactory: { buildValidator: validators as never } },
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
     // requests Node's parser refuses (headers over its 16 KiB limit, bytes that are not HTTP) get the envelope
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
@@ -134,13 +156,6 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     if (request.body === undefined && (request.method === 'POST' || request.method === 'DELETE')) request.body = {};
     done();
   });
-  // One validation, by Ajv, per part: the query string and path are text, so their types are
-  // coerced ("25" is 25); a JSON body is checked strictly ({"label": 5} is a wrong type, not "5").
-  // String lengths count characters (code points), as JSON Schema says.
-  const ajvOptions = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false } as const;
-  const coercing = new Ajv({ ...ajvOptions, coerceTypes: true });
-  const strict = new Ajv({ ...ajvOptions, coerceTypes: false });
-  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? strict : coercing).compile(schema));
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
   await registerOpenApi(app, core);
   registerErrorHandling(app, core);
