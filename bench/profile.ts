@@ -1,19 +1,36 @@
-// Runs one ingest load against a service started with --cpu-prof and prints the top self-time
-// functions (the profile behind the figures in bench/README.md). Usage: node --import tsx bench/profile.ts [text|html|attachment] [messages]
+// Runs one load against a service started with --cpu-prof and prints the top self-time functions
+// (the profiles behind the figures in bench/README.md). Usage:
+//   node --import tsx bench/profile.ts [text|html|attachment] [messages]   SMTP ingest
+//   node --import tsx bench/profile.ts api [list|get] [seconds]             API reads with a key (as bench/api.ts)
+import autocannon, { type Result } from 'autocannon';
 import { readdirSync, readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startService } from './lib.ts';
-import { runLoad } from './smtp-load.ts';
+import { createKey, startService } from './lib.ts';
+import { runLoad, textMessage } from './smtp-load.ts';
 import { cases } from './smtp.ts';
 
 const kind = process.argv[2] ?? 'text';
-const c = cases(false).find((x) => x.message.name.toLowerCase().includes(kind))!;
-const n = Number(process.argv[3] ?? c.messages);
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-prof-'));
 const svc = await startService({}, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] });
-const r = await runLoad({ port: svc.smtpPort, connections: 20, messages: n, message: c.message, rcpt: (i) => `user${i % 500}@ephemail.test` });
-console.log(`${c.message.name}: ${r.msgsPerSec.toFixed(0)} msgs/s under the profiler (ok ${r.ok}, failed ${r.failed})`);
+if (kind === 'api') {
+  const what = process.argv[3] ?? 'get';
+  const seconds = Number(process.argv[4] ?? 10);
+  const key = await createKey(svc.http);
+  const address = `reader${Date.now()}@ephemail.test`;
+  const fill = await runLoad({ port: svc.smtpPort, connections: 10, messages: 1000, message: textMessage(5), rcpt: () => address });
+  const headers = { authorization: `Bearer ${key}` };
+  const listPath = `/api/v1/inboxes/${encodeURIComponent(address)}/emails?limit=25`;
+  const list = (await (await fetch(svc.http + listPath, { headers })).json()) as { data: { id: string }[] };
+  const path = what === 'list' ? listPath : `/api/v1/emails/${list.data[12].id}`;
+  const r = await new Promise<Result>((res, rej) => autocannon({ url: svc.http + path, headers, connections: 20, duration: seconds }, (err, out) => (err ? rej(err) : res(out))));
+  console.log(`api ${what} (${fill.ok} stored): ${r.requests.average.toFixed(0)} req/s under the profiler, non-2xx ${r.non2xx}`);
+} else {
+  const c = cases(false).find((x) => x.message.name.toLowerCase().includes(kind))!;
+  const n = Number(process.argv[3] ?? c.messages);
+  const r = await runLoad({ port: svc.smtpPort, connections: 20, messages: n, message: c.message, rcpt: (i) => `user${i % 500}@ephemail.test` });
+  console.log(`${c.message.name}: ${r.msgsPerSec.toFixed(0)} msgs/s under the profiler (ok ${r.ok}, failed ${r.failed})`);
+}
 await svc.stop();
 
 interface Node { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }

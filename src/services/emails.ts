@@ -171,10 +171,14 @@ async function rowAndViews(core: Core, id: string) {
 }
 
 export async function getEmail(core: Core, id: string): Promise<EmailFull> {
-  const { row, views } = await rowAndViews(core, id);
-  const { messageKey: _key, ...summary } = row;
-  const { version: _v, outcome: _o, ...content } = views;
-  return { ...summary, ...content };
+  const { row: r, views: v } = await rowAndViews(core, id);
+  // written out field by field (not rest and spread): one object of a fixed shape per read
+  return {
+    id: r.id, address: r.address, sender: r.sender, mailedBy: r.mailedBy, subject: r.subject,
+    hasAttachments: r.hasAttachments, receivedAt: r.receivedAt, expiresAt: r.expiresAt,
+    to: v.to, cc: v.cc, messageId: v.messageId, headers: v.headers, textBody: v.textBody, htmlBody: v.htmlBody,
+    attachments: v.attachments, attachmentsDropped: v.attachmentsDropped, agentBody: v.agentBody, codes: v.codes, links: v.links,
+  };
 }
 
 /** The message as received (oversized parts cut out), for `/raw`. */

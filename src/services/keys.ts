@@ -43,13 +43,18 @@ export async function mintKey(core: Core, input: { label?: string; contactEmail?
 }
 
 /** The live key for a raw key string; 401 unauthorized when it is malformed, unknown or revoked (no downgrade). */
-export async function authenticate(core: Core, raw: string): Promise<KeyRecord> {
+export function authenticate(core: Core, raw: string): Promise<KeyRecord> {
   const key = raw.trim();
-  const record = KEY_RE.test(key) ? await core.store.findKey(hashKey(key)) : null;
-  if (!record) throw new AppError('unauthorized', 'The API key is not valid. Check it was copied whole, or create a new one with POST /api/v1/keys (keys cannot be recovered).');
-  if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator. Create a new one with POST /api/v1/keys.`);
-  return record;
+  if (!KEY_RE.test(key)) return Promise.reject(invalidKey());
+  // (not an async function: one promise per request, on the path of every keyed API call)
+  return core.store.findKey(hashKey(key)).then((record) => {
+    if (!record) throw invalidKey();
+    if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator. Create a new one with POST /api/v1/keys.`);
+    return record;
+  });
 }
+
+const invalidKey = () => new AppError('unauthorized', 'The API key is not valid. Check it was copied whole, or create a new one with POST /api/v1/keys (keys cannot be recovered).');
 
 export const revokeKeys = (core: Core, prefix: string) => core.store.revokeKeys(prefix, core.clock.now());
 export const listKeys = (core: Core) => core.store.listKeys();
