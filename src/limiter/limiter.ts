@@ -43,17 +43,19 @@ export const DAY_MS = 86_400_000;
 export function limitResult(limits: Limits, usedMinute: number, usedDay: number, now: number, counted: boolean): LimitResult {
   const resetSeconds = Math.max(1, Math.ceil((MINUTE_MS - (now % MINUTE_MS)) / 1000));
   const daySeconds = Math.max(1, Math.ceil((DAY_MS - (now % DAY_MS)) / 1000));
-  const base = {
+  const dayOver = usedDay > limits.perDay || (usedMinute > limits.perMinute && usedDay >= limits.perDay);
+  const reason = !counted ? undefined : dayOver ? 'quota_exceeded' : usedMinute > limits.perMinute ? 'rate_limited' : undefined;
+  // one object literal of a fixed shape (no spreads: this runs on every request)
+  return {
+    allowed: reason === undefined,
+    reason,
     limit: limits.perMinute,
     remaining: Math.max(0, limits.perMinute - usedMinute),
     resetSeconds,
+    retryAfterSeconds: reason === 'quota_exceeded' ? daySeconds : reason === 'rate_limited' ? resetSeconds : 0,
     usedMinute: Math.min(usedMinute, limits.perMinute),
     usedDay: Math.min(usedDay, limits.perDay),
   };
-  const dayOver = usedDay > limits.perDay || (usedMinute > limits.perMinute && usedDay >= limits.perDay);
-  if (counted && dayOver) return { ...base, allowed: false, reason: 'quota_exceeded', retryAfterSeconds: daySeconds };
-  if (counted && usedMinute > limits.perMinute) return { ...base, allowed: false, reason: 'rate_limited', retryAfterSeconds: resetSeconds };
-  return { ...base, allowed: true, retryAfterSeconds: 0 };
 }
 
 /** The `ratelimit-*` response headers of a result (HTTP and the web pages). */
