@@ -11,9 +11,12 @@ import { runLoad, textMessage } from './smtp-load.ts';
 
 const CONNECTIONS = 20;
 
-function cannon(url: string, headers: Record<string, string>, seconds: number): Promise<{ rps: number; p99: number; errors: number; non2xx: number }> {
+type Cannon = { rps: number; p99: number; errors: number; non2xx: number };
+
+/** One autocannon run of `seconds` against `url` with `connections` connections. */
+export function cannon(url: string, headers: Record<string, string>, seconds: number, connections = CONNECTIONS): Promise<Cannon> {
   return new Promise((resolve, reject) => {
-    autocannon({ url, headers, connections: CONNECTIONS, pipelining: 1, duration: seconds }, (err, r) => {
+    autocannon({ url, headers, connections, pipelining: 1, duration: seconds }, (err, r) => {
       if (err) return reject(err);
       resolve({ rps: r.requests.average, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx });
     });
@@ -24,21 +27,27 @@ function cannon(url: string, headers: Record<string, string>, seconds: number): 
  * Several nodes: the CONNECTIONS spread round-robin over `urls` (one autocannon per node, run
  * together); req/s and errors are summed, p99 is the highest of the nodes' p99s.
  */
-async function cannonMany(urls: string[], headers: Record<string, string>, seconds: number): Promise<Awaited<ReturnType<typeof cannon>>> {
-  if (urls.length === 1) return cannon(urls[0], headers, seconds);
+async function cannonMany(urls: string[], headers: Record<string, string>, seconds: number): Promise<Cannon> {
   const rs = await Promise.all(
-    urls.map(
-      (url, i) =>
-        new Promise<{ rps: number; p99: number; errors: number; non2xx: number }>((resolve, reject) => {
-          const connections = Math.floor(CONNECTIONS / urls.length) + (i < CONNECTIONS % urls.length ? 1 : 0);
-          autocannon({ url, headers, connections, pipelining: 1, duration: seconds }, (err, r) => {
-            if (err) return reject(err);
-            resolve({ rps: r.requests.average, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx });
-          });
-        }),
-    ),
+    urls.map((url, i) => cannon(url, headers, seconds, Math.floor(CONNECTIONS / urls.length) + (i < CONNECTIONS % urls.length ? 1 : 0))),
   );
   return rs.reduce((a, r) => ({ rps: a.rps + r.rps, p99: Math.max(a.p99, r.p99), errors: a.errors + r.errors, non2xx: a.non2xx + r.non2xx }));
+}
+
+/**
+ * What the read benchmarks read: an API key, `stored` 5 KB emails in one inbox (sent through
+ * `smtpPorts`, round-robin), the list path (25 newest) and the path of one email of that page.
+ */
+export async function seedReads(svc: ServiceProcess, stored: number, smtpPorts = [svc.smtpPort]) {
+  const key = await createKey(svc.http);
+  const address = `reader${Date.now()}@ephemail.test`;
+  const fill = await runLoad({ port: smtpPorts[0], ports: smtpPorts, connections: 10, messages: stored, message: textMessage(5), rcpt: () => address });
+  if (fill.ok !== stored) throw new Error(`stored ${fill.ok} of ${stored}: ${fill.firstError}`);
+  const headers = { authorization: `Bearer ${key}` };
+  const listPath = `/api/v1/inboxes/${encodeURIComponent(address)}/emails?limit=25`;
+  const list = (await (await fetch(svc.http + listPath, { headers })).json()) as { data: { id: string }[] };
+  if (list.data.length !== 25) throw new Error(`list returned ${list.data.length}`);
+  return { headers, listPath, list, getPath: `/api/v1/emails/${list.data[12].id}` };
 }
 
 async function startBare(bodies: Record<string, unknown>, dir: string) {
@@ -87,15 +96,7 @@ export async function benchApi(opts: BenchOptions, log: (s: string) => void = co
   const svc = nodes[0];
   const out: ApiResult[] = [];
   try {
-    const key = await createKey(svc.http);
-    const address = `reader${Date.now()}@ephemail.test`;
-    const fill = await runLoad({ port: svc.smtpPort, ports: nodes.map((n) => n.smtpPort), connections: 10, messages: stored, message: textMessage(5), rcpt: () => address });
-    if (fill.ok !== stored) throw new Error(`stored ${fill.ok} of ${stored}: ${fill.firstError}`);
-    const headers = { authorization: `Bearer ${key}` };
-    const listPath = `/api/v1/inboxes/${encodeURIComponent(address)}/emails?limit=25`;
-    const list = (await (await fetch(svc.http + listPath, { headers })).json()) as { data: { id: string }[] };
-    if (list.data.length !== 25) throw new Error(`list returned ${list.data.length}`);
-    const getPath = `/api/v1/emails/${list.data[12].id}`;
+    const { headers, listPath, list, getPath } = await seedReads(svc, stored, nodes.map((n) => n.smtpPort));
     const got = await (await fetch(svc.http + getPath, { headers })).json();
     const bodies = { '/bare/list': list, '/bare/get': got };
     // as many bare processes as nodes: the ceiling has the same process shape

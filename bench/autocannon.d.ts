@@ -1,6 +1,6 @@
 // Just the part of autocannon's API the benchmarks use (the package ships no types).
 declare module 'autocannon' {
-  export interface Result {
+  interface Result {
     requests: { average: number };
     latency: { p50: number; p99: number };
     errors: number;

@@ -2,12 +2,12 @@
 // (the profiles behind the figures in bench/README.md). Usage:
 //   node --import tsx bench/profile.ts [text|html|attachment] [messages]   SMTP ingest
 //   node --import tsx bench/profile.ts api [list|get] [seconds]             API reads with a key (as bench/api.ts)
-import autocannon, { type Result } from 'autocannon';
 import { readdirSync, readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createKey, startService } from './lib.ts';
-import { runLoad, textMessage } from './smtp-load.ts';
+import { cannon, seedReads } from './api.ts';
+import { startService } from './lib.ts';
+import { runLoad } from './smtp-load.ts';
 import { cases } from './smtp.ts';
 
 const kind = process.argv[2] ?? 'text';
@@ -16,15 +16,9 @@ const svc = await startService({}, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${
 if (kind === 'api') {
   const what = process.argv[3] ?? 'get';
   const seconds = Number(process.argv[4] ?? 10);
-  const key = await createKey(svc.http);
-  const address = `reader${Date.now()}@ephemail.test`;
-  const fill = await runLoad({ port: svc.smtpPort, connections: 10, messages: 1000, message: textMessage(5), rcpt: () => address });
-  const headers = { authorization: `Bearer ${key}` };
-  const listPath = `/api/v1/inboxes/${encodeURIComponent(address)}/emails?limit=25`;
-  const list = (await (await fetch(svc.http + listPath, { headers })).json()) as { data: { id: string }[] };
-  const path = what === 'list' ? listPath : `/api/v1/emails/${list.data[12].id}`;
-  const r = await new Promise<Result>((res, rej) => autocannon({ url: svc.http + path, headers, connections: 20, duration: seconds }, (err, out) => (err ? rej(err) : res(out))));
-  console.log(`api ${what} (${fill.ok} stored): ${r.requests.average.toFixed(0)} req/s under the profiler, non-2xx ${r.non2xx}`);
+  const { headers, listPath, getPath } = await seedReads(svc, 1000);
+  const r = await cannon(svc.http + (what === 'list' ? listPath : getPath), headers, seconds);
+  console.log(`api ${what} (1000 stored): ${r.rps.toFixed(0)} req/s under the profiler, non-2xx ${r.non2xx}`);
 } else {
   const c = cases(false).find((x) => x.message.name.toLowerCase().includes(kind))!;
   const n = Number(process.argv[3] ?? c.messages);
