@@ -192,6 +192,8 @@ export interface BenchOptions {
   nodes?: number;
   /** Redis to use with `store: 'redis'` (a keys prefix of its own is added, and its keys deleted after). */
   redisUrl?: string;
+  /** The build to run: another checkout's `bin/ephemail.js` (bench/compare.ts); default this one's. */
+  script?: string;
 }
 
 /** Default Redis of `--store redis`: database 13 of the local Redis (plus a prefix per service set). */
@@ -249,7 +251,7 @@ export async function startServices(opts: BenchOptions, env: Record<string, stri
     },
   });
   if (opts.store !== 'redis') {
-    nodes.push(await startService(env));
+    nodes.push(await startService(env, { script: opts.script }));
     return make(async () => {});
   }
   const base = opts.redisUrl ?? DEFAULT_BENCH_REDIS_URL;
@@ -261,7 +263,7 @@ export async function startServices(opts: BenchOptions, env: Record<string, stri
   const shared = { EPHEMAIL_STORE: url, EPHEMAIL_SESSION_SECRET: randomBytes(32).toString('hex'), ...env };
   const set = make(async () => void (await deleteRedisKeys(base, prefix)));
   try {
-    for (let i = 0; i < (opts.nodes ?? 1); i++) nodes.push(await startService(shared));
+    for (let i = 0; i < (opts.nodes ?? 1); i++) nodes.push(await startService(shared, { script: opts.script }));
   } catch (err) {
     await set.stop();
     throw err;

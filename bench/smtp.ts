@@ -8,8 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { fmt, freePort, machineLine, parseArgs, percentile, rssOf, sleep, spread, waitPort, startServices, storeLabel, type BenchOptions, type ServiceProcess } from './lib.ts';
 import { attachmentMessage, htmlMessage, runLoad, textMessage, type Message } from './smtp-load.ts';
 
-const SMTP_SINK = ['/usr/sbin/smtp-sink', '/usr/lib/postfix/sbin/smtp-sink'].find((p) => existsSync(p)) ?? null;
-const SMTP_SOURCE = ['/usr/sbin/smtp-source', '/usr/lib/postfix/sbin/smtp-source'].find((p) => existsSync(p)) ?? null;
+export const SMTP_SINK = ['/usr/sbin/smtp-sink', '/usr/lib/postfix/sbin/smtp-sink'].find((p) => existsSync(p)) ?? null;
+export const SMTP_SOURCE = ['/usr/sbin/smtp-source', '/usr/lib/postfix/sbin/smtp-source'].find((p) => existsSync(p)) ?? null;
 
 export interface IngestCase {
   message: Message;
@@ -30,9 +30,9 @@ export function cases(quick: boolean): IngestCase[] {
       ];
 }
 
-const CONNECTIONS = 20;
+export const CONNECTIONS = 20;
 
-interface RunFigures {
+export interface RunFigures {
   msgsPerSec: number;
   mbPerSec: number;
   p50: number;
@@ -41,7 +41,7 @@ interface RunFigures {
 }
 
 /** `port`: one port, or several nodes' ports (sessions spread round-robin). */
-async function loadOnce(port: number | number[], c: IngestCase, connections = CONNECTIONS): Promise<RunFigures> {
+export async function loadOnce(port: number | number[], c: IngestCase, connections = CONNECTIONS): Promise<RunFigures> {
   await sleep(100); // the service counts a closed session off its per-IP cap (20) a moment later
   const ports = typeof port === 'number' ? [port] : port;
   const r = await runLoad({ port: ports[0], ports, connections, messages: c.messages, message: c.message, rcpt: (i) => `user${i % 500}@ephemail.test`, timeoutMs: 180_000 });
@@ -49,7 +49,7 @@ async function loadOnce(port: number | number[], c: IngestCase, connections = CO
   return { msgsPerSec: r.msgsPerSec, mbPerSec: r.mbPerSec, p50: percentile(r.latencies, 50), p99: percentile(r.latencies, 99), failed: r.failed + (c.messages - r.ok - r.failed) };
 }
 
-function startSink(port: number): ChildProcess {
+export function startSink(port: number): ChildProcess {
   // -c: count, -u: drop root to nobody; 1000: listen backlog. Accepts everything, stores nothing.
   const args = ['-u', 'nobody', `127.0.0.1:${port}`, '1000'];
   return spawn(SMTP_SINK!, args, { stdio: 'ignore' });
@@ -57,7 +57,7 @@ function startSink(port: number): ChildProcess {
 
 
 /** smtp-source: -s parallel sessions, -m messages in all, -l message size, -d: keep each session for many messages (no pipelining). */
-function smtpSource(port: number, messages: number, sizeBytes: number): { msgsPerSec: number } | null {
+export function smtpSource(port: number, messages: number, sizeBytes: number): { msgsPerSec: number } | null {
   if (!SMTP_SOURCE) return null;
   const t0 = performance.now();
   const r = spawnSync(SMTP_SOURCE, ['-d', '-s', String(CONNECTIONS), '-m', String(messages), '-l', String(sizeBytes), '-f', 'sender@bench.example', '-t', 'user1@ephemail.test', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 120_000 });
@@ -82,18 +82,19 @@ export interface IngestResult {
 /** `shared`: a running service to use (and leave running) instead of a fresh one per case. */
 export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log: (s: string) => void = console.log, shared?: ServiceProcess): Promise<IngestResult[]> {
   const results: IngestResult[] = [];
-  let sink: ChildProcess | null = null;
-  let sinkPort = 0;
-  if (SMTP_SINK) {
-    sinkPort = await freePort();
-    sink = startSink(sinkPort);
-    await waitPort(sinkPort);
-  } else {
-    log('  (smtp-sink not installed: apt-get install postfix for the protocol ceiling)');
-  }
-  try {
-    const all = cases(opts.quick).filter((c) => !opts.cases?.length || opts.cases.some((k) => c.message.name.toLowerCase().includes(k)));
-    for (const c of all) {
+  if (!SMTP_SINK) log('  (smtp-sink not installed: apt-get install postfix for the protocol ceiling)');
+  const all = cases(opts.quick).filter((c) => !opts.cases?.length || opts.cases.some((k) => c.message.name.toLowerCase().includes(k)));
+  for (const c of all) {
+    // a fresh smtp-sink per case, as the service is fresh per case: no reference carries the load of
+    // the cases before it
+    let sink: ChildProcess | null = null;
+    let sinkPort = 0;
+    if (SMTP_SINK) {
+      sinkPort = await freePort();
+      sink = startSink(sinkPort);
+      await waitPort(sinkPort);
+    }
+    try {
       const set = shared ? null : await startServices(opts);
       const svc = shared ?? set!.nodes[0];
       const ports = set ? set.nodes.map((n) => n.smtpPort) : [svc.smtpPort];
@@ -137,9 +138,9 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
       } finally {
         await set?.stop();
       }
+    } finally {
+      sink?.kill('SIGTERM');
     }
-  } finally {
-    sink?.kill('SIGTERM');
   }
   return results;
 }
