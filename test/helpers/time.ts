@@ -21,3 +21,13 @@ export function movableClock(): Clock & { advance(ms: number): void } {
     },
   };
 }
+
+/**
+ * A service clock that stays in the middle of the current minute, so a burst never straddles a
+ * window boundary (the limiter's windows are fixed minutes); it moves on 1 ms per reading, at most 10 s.
+ */
+export function midMinuteClock(): Clock {
+  const start = Math.floor(Date.now() / 60_000) * 60_000 + 20_000;
+  let ticks = 0;
+  return { now: () => start + Math.min(ticks++, 10_000) };
+}

@@ -5,14 +5,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
+import { midMinuteClock } from '../helpers/time.ts';
 
 let svc: TestService;
 before(async () => {
-  // the service's clock stands still in the middle of a minute: "nothing was counted" compares two
-  // readings of one minute window, which a real minute boundary between them would reset
-  const t = Date.now();
-  const pinned = t - (t % 60_000) + 30_000;
-  svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '1000' }, { clock: { now: () => pinned } });
+  // the service's clock stays in the middle of a minute: "nothing was counted" compares two readings
+  // of one minute window, which a real minute boundary between them would reset
+  svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '1000' }, { clock: midMinuteClock() });
 });
 after(() => svc.stop());
 

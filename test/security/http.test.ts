@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { ipBucket } from '../../src/domain/limits.ts';
 import { startService, type TestService } from '../helpers/service.ts';
+import { midMinuteClock } from '../helpers/time.ts';
 
 interface RawResponse {
   status: number;
@@ -60,16 +61,6 @@ function expectEnvelope(r: { status: number; headers: Record<string, string>; bo
   assert.equal(body.error.type, allowed[r.status], `${what}: ${r.body}`);
   assert.doesNotMatch(r.body, /FST_|"statusCode"|"stack"|\bat .+\.(?:js|ts):\d+/, `${what}: framework details leak`);
   return body.error;
-}
-
-/**
- * A clock that stays in the middle of the current minute, so a burst never straddles a window
- * boundary (the limiter's windows are fixed minutes); it moves on only a few ms per call.
- */
-function midMinuteClock() {
-  const start = Math.floor(Date.now() / 60_000) * 60_000 + 20_000;
-  let ticks = 0;
-  return { now: () => start + Math.min(ticks++, 10_000) };
 }
 
 const headersOf = (res: Response) => Object.fromEntries(res.headers.entries());
