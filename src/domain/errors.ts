@@ -39,7 +39,9 @@ export const ERROR_MEANING: Record<ErrorType, string> = {
 export type ErrorHint =
   | { kind: 'list_domains' }
   | { kind: 'empty_inbox'; address: string }
-  | { kind: 'list_attachments'; emailId: string };
+  | { kind: 'list_attachments'; emailId: string }
+  | { kind: 'create_key' }
+  | { kind: 'delete_webhook' };
 
 /** The input fields a service names; each edge calls them by its own names (local_part, name, since_id…). */
 export type ErrorField = 'address' | 'domain' | 'localPart' | 'from' | 'subject' | 'text' | 'since' | 'before';

@@ -49,12 +49,12 @@ export function authenticate(core: Core, raw: string): Promise<KeyRecord> {
   // (not an async function: one promise per request, on the path of every keyed API call)
   return core.store.findKey(hashKey(key)).then((record) => {
     if (!record) throw invalidKey();
-    if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator. Create a new one with POST /api/v1/keys.`);
+    if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator; create a new one`, { hint: { kind: 'create_key' } });
     return record;
   });
 }
 
-const invalidKey = () => new AppError('unauthorized', 'The API key is not valid. Check it was copied whole, or create a new one with POST /api/v1/keys (keys cannot be recovered).');
+const invalidKey = () => new AppError('unauthorized', 'The API key is not valid (keys cannot be recovered). Check it was copied whole, or create a new one', { hint: { kind: 'create_key' } });
 
 export const revokeKeys = (core: Core, prefix: string) => core.store.revokeKeys(prefix, core.clock.now());
 export const listKeys = (core: Core) => core.store.listKeys();

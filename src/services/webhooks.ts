@@ -183,7 +183,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
         id: `wh_${token(15)}`, keyHash, url: input.url, target, secret: `whsec_${randomBytes(24).toString('base64')}`, createdAt: clock.now(),
       };
       if (!(await hooks.addWebhook(record, config.webhooks.perKey))) {
-        throw new AppError('too_many_webhooks', `This key already has ${config.webhooks.perKey} webhooks; delete one first (DELETE /api/v1/webhooks/{id})`);
+        throw new AppError('too_many_webhooks', `This key already has ${config.webhooks.perKey} webhooks; delete one first`, { hint: { kind: 'delete_webhook' } });
       }
       return record;
     },

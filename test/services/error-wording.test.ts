@@ -43,3 +43,32 @@ test('createInbox refusals: local_part / name, the domains list, the occupied ad
     await store.close();
   }
 });
+
+test('key refusals: the service names the next step (create a key), the API says its path', async () => {
+  const store = createSqliteStore(':memory:');
+  const core = { config: loadConfig({}), store, clock: { now: () => Date.now() } } as unknown as Core;
+  try {
+    const { authenticate, mintKey } = await import('../../src/services/keys.ts');
+    const refused = async (raw: string): Promise<AppError> => {
+      try {
+        await authenticate(core, raw);
+      } catch (err) {
+        assert.ok(err instanceof AppError);
+        return err;
+      }
+      throw new Error('not refused');
+    };
+    const { apiKey, record } = await mintKey(core, { label: 'w' }, 'ip:127.0.0.1');
+    for (const err of [await refused('not a key'), await refused(apiKey.slice(0, -1) + (apiKey.endsWith('A') ? 'B' : 'A'))]) {
+      assert.equal(err.type, 'unauthorized');
+      assert.doesNotMatch(err.message, /\/api\/v1|POST|GET/, 'the service speaks no transport');
+      assert.match(describeError(err, HTTP_WORDING), /^The API key is not valid .*create a new one with POST \/api\/v1\/keys$/);
+    }
+    await store.revokeKeys(record.prefix, Date.now());
+    const revoked = await refused(apiKey);
+    assert.doesNotMatch(revoked.message, /\/api\/v1/);
+    assert.equal(describeError(revoked, HTTP_WORDING), `The API key ${record.prefix}… was revoked by the operator; create a new one with POST /api/v1/keys`);
+  } finally {
+    await store.close();
+  }
+});

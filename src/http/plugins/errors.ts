@@ -14,6 +14,8 @@ export const HTTP_WORDING: ErrorWording = {
   hint: (h) => {
     if (h.kind === 'list_domains') return ' (GET /api/v1/domains)';
     if (h.kind === 'empty_inbox') return ` Delete its mail first (DELETE /api/v1/inboxes/${h.address}/emails) or omit local_part for a random address.`;
+    if (h.kind === 'create_key') return ' with POST /api/v1/keys';
+    if (h.kind === 'delete_webhook') return ' (DELETE /api/v1/webhooks/{id})';
     return `; list them at /api/v1/emails/${h.emailId}/attachments`;
   },
 };
