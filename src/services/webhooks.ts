@@ -193,7 +193,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
     },
     async deliveries(keyHash, id, limit) {
       const webhook = await owned(keyHash, id);
-      const [attempts, pending] = await Promise.all([hooks.listAttempts(id, limit), hooks.pendingCount(id)]);
+      const [attempts, pending] = await Promise.all([hooks.listAttempts(id, limit, clock.now()), hooks.pendingCount(id)]);
       return { webhook, attempts, pending };
     },
     async enqueueFor(emails) {

@@ -75,8 +75,8 @@ export interface WebhookStore {
    * otherwise it is due again at retryAt with attempts = attempt.attempt.
    */
   finish(job: DeliveryJob, webhookId: string, attempt: DeliveryAttempt, retryAt: number | null): Promise<void>;
-  /** Recent attempts of a webhook, newest first, at most `limit`. */
-  listAttempts(webhookId: string, limit: number): Promise<DeliveryAttempt[]>;
+  /** Attempts of a webhook made in the last ATTEMPTS_TTL_MS before `now`, newest first, at most `limit`. */
+  listAttempts(webhookId: string, limit: number, now: number): Promise<DeliveryAttempt[]>;
   /** Jobs queued for a webhook now (waiting or leased). */
   pendingCount(webhookId: string): Promise<number>;
 }

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { ATTEMPTS_KEPT, type DeliveryAttempt, type DeliveryJob, type WebhookRecord } from '../../src/store/webhooks.ts';
+import { ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type DeliveryAttempt, type DeliveryJob, type WebhookRecord } from '../../src/store/webhooks.ts';
 import { storeTest, type StoreHarness } from './store.suite.ts';
 
 const hook = (over: Partial<WebhookRecord> = {}): WebhookRecord => ({
@@ -70,7 +70,7 @@ export function webhookSuite(name: string, harness: StoreHarness): void {
       await w.finish(retried[0], h.id, attempt(j, 2, 'delivered', 12_000), null);
       assert.equal(await w.pendingCount(h.id), 1);
       assert.deepEqual((await w.claim(100_000, 10_000, 10)).map((x) => x.id), [later.id]);
-      const log = await w.listAttempts(h.id, 10);
+      const log = await w.listAttempts(h.id, 10, 100_000);
       assert.deepEqual(log.map((x) => [x.attempt, x.status]), [[2, 'delivered'], [1, 'retrying']]);
       assert.deepEqual(log[1], attempt(j, 1, 'retrying', 11_000));
     });
@@ -84,12 +84,32 @@ export function webhookSuite(name: string, harness: StoreHarness): void {
       await w.enqueue([j]);
       assert.equal(await w.pendingCount(h.id), 1);
       for (let i = 1; i <= ATTEMPTS_KEPT + 5; i++) await w.finish(j, h.id, attempt(j, i, 'retrying', 2000 + i), 3000 + i);
-      const log = await w.listAttempts(h.id, 1000);
+      const log = await w.listAttempts(h.id, 1000, 10_000);
       assert.equal(log.length, ATTEMPTS_KEPT);
       assert.equal(log[0].attempt, ATTEMPTS_KEPT + 5, 'newest first');
       assert.ok(await w.deleteWebhook(h.keyHash, h.id));
       assert.equal(await w.pendingCount(h.id), 0);
       assert.deepEqual((await w.claim(1e12, 1000, 100)).filter((x) => x.webhookId === h.id), []);
+    });
+
+    withStore('the delivery log keeps two hours: older attempts are not listed, and the sweep drops them', async (store) => {
+      const w = store.webhooks;
+      const h = hook();
+      await w.addWebhook(h, 10);
+      const j = job(h.id);
+      const t0 = Date.now();
+      await w.enqueue([j]);
+      await w.finish(j, h.id, attempt(j, 1, 'retrying', t0), t0 + 1000);
+      await w.finish(j, h.id, attempt(j, 2, 'retrying', t0 + 3_600_000), t0 + 3_601_000);
+      const at = async (now: number) => (await w.listAttempts(h.id, 10, now)).map((x) => x.attempt);
+      assert.deepEqual(await at(t0 + 3_600_000), [2, 1]);
+      assert.deepEqual(await at(t0 + ATTEMPTS_TTL_MS - 1), [2, 1]);
+      assert.deepEqual(await at(t0 + ATTEMPTS_TTL_MS), [2], 'the first attempt is two hours old: gone, with no other delivery since');
+      assert.deepEqual(await at(t0 + ATTEMPTS_TTL_MS + 3_600_000), []);
+      await store.sweepExpired(t0 + ATTEMPTS_TTL_MS + 3_600_000);
+      // what is still stored: read as of an earlier time. SQLite's sweep deletes the rows; Redis
+      // expires the whole log key two hours after its last attempt (real time), not in the sweep.
+      if (!store.capabilities.sharedAcrossProcesses) assert.deepEqual(await at(t0 + 3_600_000), [], 'the sweep dropped both');
     });
   });
 }

@@ -124,8 +124,8 @@ export function createRedisWebhooks(client: RedisClient, prefix: string): Webhoo
       const next: DeliveryJob = { ...job, attempts: a.attempt, dueAt: retryAt ?? job.dueAt };
       await run.finish([base], [job.id, webhookId, retryAt === null ? '' : retryAt, JSON.stringify(next), JSON.stringify(a), ATTEMPTS_KEPT, ATTEMPTS_TTL_MS]);
     }),
-    listAttempts: (webhookId, limit) => call(async () =>
-      (await client.lrange(`${base}a:${webhookId}`, 0, limit - 1)).map((s) => JSON.parse(s) as DeliveryAttempt)),
+    listAttempts: (webhookId, limit, now) => call(async () =>
+      (await client.lrange(`${base}a:${webhookId}`, 0, limit - 1)).map((s) => JSON.parse(s) as DeliveryAttempt).filter((a) => a.at > now - ATTEMPTS_TTL_MS)),
     pendingCount: (webhookId) => call(async () => Number(await run.pending([base], [webhookId]))),
   };
 }

@@ -152,9 +152,11 @@ export function createSqliteStore(path: string, options: { random?: () => number
     return { sizeBytes: size, chunks: chunks() };
   }
 
+  const webhooks = createSqliteWebhooks(db, guard);
+
   return {
     capabilities: { sharedAcrossProcesses: false, orderedAcrossInboxes: true },
-    webhooks: createSqliteWebhooks(db, guard),
+    webhooks,
     addEmails,
     listEmails: (address: string, query: ListQuery, now: number) =>
       guard(() => {
@@ -192,8 +194,10 @@ export function createSqliteStore(path: string, options: { random?: () => number
       for (;;) {
         const n = await writes.write({ kind: 'sweep', now, limit: SWEEP_BATCH } satisfies WriteJob);
         removed += n;
-        if (n < SWEEP_BATCH) return removed;
+        if (n < SWEEP_BATCH) break;
       }
+      await guard(() => webhooks.expireAttempts(now)); // the delivery log's two hours (few rows, indexed on at)
+      return removed;
     },
     mintKey: (key, ip, max, windowMs, now) => guard(() => mint(key, ip, max, windowMs, now)),
     findKey: (hash) =>

@@ -14,7 +14,8 @@ const toAttempt = (r: AttemptRow): DeliveryAttempt => ({
   jobId: r.job_id, emailId: r.email_id, attempt: r.attempt, at: r.at, status: r.status, responseCode: r.response_code, error: r.error, nextRetryAt: r.next_retry_at,
 });
 
-export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () => T) => Promise<T>): WebhookStore {
+/** The webhook store, and `expireAttempts(now)` for the store's sweep (drops the log older than ATTEMPTS_TTL_MS). */
+export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () => T) => Promise<T>): WebhookStore & { expireAttempts(now: number): number } {
   db.prepare('UPDATE webhook_jobs SET leased = 0 WHERE leased = 1').run(); // this process owns the file now
   const q = {
     countByKey: db.prepare('SELECT count(*) FROM webhooks WHERE key_hash = ?').pluck(),
@@ -33,8 +34,8 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     trimLog: db.prepare(`DELETE FROM webhook_attempts WHERE webhook_id = ? AND seq <= (
       SELECT seq FROM webhook_attempts WHERE webhook_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)`),
-    expireLog: db.prepare('DELETE FROM webhook_attempts WHERE at < ?'),
-    attempts: db.prepare('SELECT * FROM webhook_attempts WHERE webhook_id = ? ORDER BY seq DESC LIMIT ?'),
+    expireLog: db.prepare('DELETE FROM webhook_attempts WHERE at <= ?'),
+    attempts: db.prepare('SELECT * FROM webhook_attempts WHERE webhook_id = ? AND at > ? ORDER BY seq DESC LIMIT ?'),
     pending: db.prepare('SELECT count(*) FROM webhook_jobs WHERE webhook_id = ?').pluck(),
   };
 
@@ -61,7 +62,6 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     else q.retry.run(a.attempt, retryAt, job.id);
     q.log.run(webhookId, a.jobId, a.emailId, a.attempt, a.at, a.status, a.responseCode, a.error, a.nextRetryAt);
     q.trimLog.run(webhookId, webhookId, ATTEMPTS_KEPT);
-    q.expireLog.run(a.at - ATTEMPTS_TTL_MS);
   });
 
   return {
@@ -76,7 +76,8 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     enqueue: (jobs) => guard(() => { if (jobs.length) enqueue(jobs); }),
     claim: (now, leaseMs, max) => guard(() => claim(now, leaseMs, max)),
     finish: (job, webhookId, a, retryAt) => guard(() => finish(job, webhookId, a, retryAt)),
-    listAttempts: (webhookId, limit) => guard(() => (q.attempts.all(webhookId, limit) as AttemptRow[]).map(toAttempt)),
+    listAttempts: (webhookId, limit, now) => guard(() => (q.attempts.all(webhookId, now - ATTEMPTS_TTL_MS, limit) as AttemptRow[]).map(toAttempt)),
     pendingCount: (webhookId) => guard(() => q.pending.get(webhookId) as number),
+    expireAttempts: (now) => q.expireLog.run(now - ATTEMPTS_TTL_MS).changes,
   };
 }
