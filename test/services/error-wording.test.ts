@@ -13,9 +13,10 @@ import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 
 const mcpText = (err: unknown) => (toolError(err).content[0] as { text: string }).text;
 
-async function refusal(input: Parameters<typeof createInbox>[1], core: Core): Promise<AppError> {
+/** The AppError `run` is refused with. */
+async function refusal(run: () => Promise<unknown>): Promise<AppError> {
   try {
-    await createInbox(core, input);
+    await run();
   } catch (err) {
     assert.ok(err instanceof AppError);
     return err;
@@ -27,15 +28,15 @@ test('createInbox refusals: local_part / name, the domains list, the occupied ad
   const store = createSqliteStore(':memory:');
   const core = { config: loadConfig({ EPHEMAIL_DOMAINS: 'ephemail.test' }), store, clock: { now: () => Date.now() } } as unknown as Core;
   try {
-    const bad = await refusal({ localPart: '-x', randomLength: 10 }, core);
+    const bad = await refusal(() => createInbox(core, { localPart: '-x', randomLength: 10 }));
     assert.match(describeError(bad, HTTP_WORDING), /^local_part must match/);
     assert.match(mcpText(bad), /Error \(invalid_request\): name must match/);
-    const domain = await refusal({ domain: 'other.test', randomLength: 10 }, core);
+    const domain = await refusal(() => createInbox(core, { domain: 'other.test', randomLength: 10 }));
     assert.equal(describeError(domain, HTTP_WORDING), 'domain "other.test" is not an active domain; use one of: ephemail.test (GET /api/v1/domains)');
     assert.doesNotMatch(mcpText(domain), /\/api\/v1/);
     const raw = new TextEncoder().encode('Subject: x\r\n\r\nx');
     await store.addEmails([{ address: 'taken@ephemail.test', sender: 's', mailedBy: null, subject: 'x', hasAttachments: false, receivedAt: Date.now(), expiresAt: Date.now() + 60_000, raw }]);
-    const taken = await refusal({ localPart: 'taken', randomLength: 10 }, core);
+    const taken = await refusal(() => createInbox(core, { localPart: 'taken', randomLength: 10 }));
     assert.match(describeError(taken, HTTP_WORDING), /DELETE \/api\/v1\/inboxes\/taken@ephemail\.test\/emails\) or omit local_part/);
     assert.match(mcpText(taken), /Omit name to get a random empty address/);
     assert.doesNotMatch(mcpText(taken), /\/api\/v1|local_part/);
@@ -49,15 +50,7 @@ test('key refusals: the service names the next step (create a key), the API says
   const core = { config: loadConfig({}), store, clock: { now: () => Date.now() } } as unknown as Core;
   try {
     const { authenticate, mintKey } = await import('../../src/services/keys.ts');
-    const refused = async (raw: string): Promise<AppError> => {
-      try {
-        await authenticate(core, raw);
-      } catch (err) {
-        assert.ok(err instanceof AppError);
-        return err;
-      }
-      throw new Error('not refused');
-    };
+    const refused = (raw: string) => refusal(() => authenticate(core, raw));
     const { apiKey, record } = await mintKey(core, { label: 'w' }, 'ip:127.0.0.1');
     for (const err of [await refused('not a key'), await refused(apiKey.slice(0, -1) + (apiKey.endsWith('A') ? 'B' : 'A'))]) {
       assert.equal(err.type, 'unauthorized');
