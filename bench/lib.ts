@@ -1,14 +1,14 @@
 // Shared pieces of the benchmarks: start the service as a child process (`node bin/ephemail.js serve`),
 // read its peak RSS, summarise runs (median and min–max), format figures.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { BIN, ROOT, freePort, spawnServe } from '../test/helpers/serve.ts';
 
-export const ROOT = resolve(import.meta.dirname, '..');
-export const BIN = join(ROOT, 'bin', 'ephemail.js');
+export { BIN, ROOT, freePort };
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -20,18 +20,6 @@ export interface ServiceProcess {
   startMs: number;
   dir: string;
   stop(): Promise<void>;
-}
-
-/** A free TCP port on 127.0.0.1 (bound then released). */
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => res(port));
-    });
-  });
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -63,50 +51,20 @@ export const BENCH_ENV: Record<string, string> = {
 };
 
 /**
- * Starts `node bin/ephemail.js serve` on fixed free ports with a fresh SQLite file (on disk, so
- * durability costs are real) and waits for health. `nodeArgs` go before the script (e.g. --cpu-prof).
+ * Starts `node bin/ephemail.js serve` (test/helpers/serve.ts, the one spawn helper) on free ports
+ * with a fresh SQLite file (on disk, so durability costs are real) and waits for health. `nodeArgs` go
+ * before the script (e.g. --cpu-prof); `script` is another checkout's bin/ephemail.js.
  */
 export async function startService(env: Record<string, string> = {}, opts: { nodeArgs?: string[]; timeoutMs?: number; script?: string } = {}): Promise<ServiceProcess> {
   const dir = mkdtempSync(join(tmpdir(), 'ephemail-bench-'));
-  const httpPort = await freePort();
-  const smtpPort = await freePort();
-  const started = performance.now();
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), opts.script ?? BIN, 'serve'], {
-    cwd: dir,
-    env: {
-      ...process.env,
-      ...BENCH_ENV,
-      EPHEMAIL_HTTP_PORT: String(httpPort),
-      EPHEMAIL_SMTP_PORT: String(smtpPort),
-      EPHEMAIL_STORE: `sqlite:${join(dir, 'bench.db')}`,
-      ...env,
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
-  let exited = false;
-  child.once('exit', () => (exited = true));
-  const http = `http://127.0.0.1:${httpPort}`;
-  const deadline = Date.now() + (opts.timeoutMs ?? 30_000);
-  let startMs = 0;
-  for (;;) {
-    if (exited) throw new Error(`service exited during start-up: ${stderr}`);
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`service not healthy within ${opts.timeoutMs ?? 30_000} ms: ${stderr}`);
-    }
-    try {
-      const r = await fetch(`${http}/api/v1/health`);
-      if (r.status === 200) {
-        startMs = performance.now() - started;
-        break;
-      }
-    } catch {
-      // not listening yet
-    }
-    await sleep(5);
+  let served;
+  try {
+    served = await spawnServe({ ...BENCH_ENV, EPHEMAIL_STORE: `sqlite:${join(dir, 'bench.db')}`, ...env }, { ready: 'health', cwd: dir, nodeArgs: opts.nodeArgs, script: opts.script, timeoutMs: opts.timeoutMs, name: 'service' });
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
   }
+  const { child, http, httpPort, smtpPort, startMs } = served;
   return {
     child,
     pid: child.pid!,
@@ -116,7 +74,7 @@ export async function startService(env: Record<string, string> = {}, opts: { nod
     startMs,
     dir,
     async stop() {
-      if (!exited) {
+      if (child.exitCode === null && child.signalCode === null) {
         const done = new Promise((r) => child.once('exit', r));
         child.kill('SIGTERM');
         const t = setTimeout(() => child.kill('SIGKILL'), 20_000);

@@ -1,14 +1,12 @@
 // Starting the real process (`node bin/ephemail.js serve`, what `npm start` runs): a taken port is
 // one clear line with a hint and exit code 1, never a stack trace.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { test } from 'node:test';
-
-const BIN = resolve(import.meta.dirname, '../../bin/ephemail.js');
+import { spawnServe } from '../helpers/serve.ts';
 
 test('a taken HTTP port: one line naming the port and the variable, exit 1', { timeout: 60_000 }, async () => {
   const blocker = createServer();
@@ -16,18 +14,19 @@ test('a taken HTTP port: one line naming the port and the variable, exit 1', { t
   const port = (blocker.address() as { port: number }).port;
   const dir = mkdtempSync(join(tmpdir(), 'ephemail-start-'));
   try {
-    const child = spawn(process.execPath, [BIN, 'serve'], {
-      cwd: dir,
-      env: { ...process.env, EPHEMAIL_HTTP_PORT: String(port), EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_STORE: `sqlite:${join(dir, 'x.db')}`, EPHEMAIL_LOG_LEVEL: 'silent' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (d) => (stderr += d));
-    const code = await new Promise<number | null>((r) => child.on('exit', r));
-    assert.equal(code, 1);
-    assert.match(stderr, new RegExp(`the HTTP port 127\\.0\\.0\\.1:${port} is already in use`));
-    assert.match(stderr, /EPHEMAIL_HTTP_PORT=<port>/);
-    assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
+    const err: Error = await spawnServe(
+      { EPHEMAIL_HTTP_PORT: String(port), EPHEMAIL_STORE: `sqlite:${join(dir, 'x.db')}`, EPHEMAIL_LOG_LEVEL: 'silent' },
+      { cwd: dir },
+    ).then(
+      () => assert.fail('the service started on a taken port'),
+      (e) => e,
+    );
+    const [first, ...rest] = err.message.split('\n');
+    assert.equal(first, 'ephemail exited (1) before starting');
+    const output = rest.join('\n');
+    assert.match(output, new RegExp(`the HTTP port 127\\.0\\.0\\.1:${port} is already in use`));
+    assert.match(output, /EPHEMAIL_HTTP_PORT=<port>/);
+    assert.doesNotMatch(output, /\n\s+at /, 'no stack trace');
   } finally {
     blocker.close();
     rmSync(dir, { recursive: true, force: true });

@@ -1,11 +1,15 @@
-// The one way tests start the real `ephemail` process (bin/ephemail.js): ports 0, JSON log lines
-// read from stdout line by line (an unread pipe would stall the process), resolved once the
-// `ephemail started` line names the bound addresses. Killed with SIGKILL when the test process exits.
+// The one way tests and benchmarks start the real `ephemail` process (bin/ephemail.js). JSON log
+// lines are read from stdout line by line (an unread pipe would stall the process). Ready means the
+// `ephemail started` line named the bound addresses (ports 0), or, for a process whose log level hides
+// that line (the benchmarks run at `warn`), the first 200 of /api/v1/health on two free ports chosen
+// here. Killed with SIGKILL when the test or benchmark process exits.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 
-export const BIN = resolve(import.meta.dirname, '../../bin/ephemail.js');
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const BIN = resolve(ROOT, 'bin/ephemail.js');
 
 const live = new Set<ChildProcess>();
 process.on('exit', () => {
@@ -16,8 +20,11 @@ export interface Served {
   child: ChildProcess;
   http: string;
   smtp: string;
+  httpPort: number;
   smtpPort: number;
-  /** The `ephemail started` log record. */
+  /** ms from spawn to ready */
+  startMs: number;
+  /** The `ephemail started` log record ({} when ready by health). */
   startLine: Record<string, unknown>;
   /** Every JSON log line so far. */
   logs: Record<string, unknown>[];
@@ -25,23 +32,58 @@ export interface Served {
   output(): string;
 }
 
-export async function spawnServe(env: Record<string, string>, options: { args?: string[]; timeoutMs?: number; name?: string; inheritEnv?: boolean } = {}): Promise<Served> {
+export interface ServeOptions {
+  /** Arguments after the script (default `serve`). */
+  args?: string[];
+  /** Node options before the script (e.g. --cpu-prof). */
+  nodeArgs?: string[];
+  /** Another build's bin/ephemail.js (benchmarks compare two checkouts). */
+  script?: string;
+  cwd?: string;
+  timeoutMs?: number;
+  name?: string;
+  /** false: only PATH and HOME from this process's environment. */
+  inheritEnv?: boolean;
+  /** 'log' (default): the start line; 'health': the health endpoint on ports chosen here. */
+  ready?: 'log' | 'health';
+}
+
+/** A free TCP port on 127.0.0.1 (bound then released). */
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => res(port));
+    });
+  });
+}
+
+export async function spawnServe(env: Record<string, string>, options: ServeOptions = {}): Promise<Served> {
   const name = options.name ?? 'ephemail';
   const timeoutMs = options.timeoutMs ?? 30_000;
+  const byHealth = options.ready === 'health';
   const base = options.inheritEnv === false ? { PATH: process.env.PATH, HOME: process.env.HOME } : process.env;
-  const child = spawn(process.execPath, [BIN, ...(options.args ?? ['serve'])], {
-    cwd: resolve(import.meta.dirname, '../..'),
-    env: { ...base, EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_LOG_LEVEL: 'info', ...env },
+  const ports = byHealth ? { EPHEMAIL_HTTP_PORT: String(await freePort()), EPHEMAIL_SMTP_PORT: String(await freePort()) } : { EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0' };
+  const fullEnv: Record<string, string | undefined> = { ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', ...env };
+  const spawned = performance.now();
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), options.script ?? BIN, ...(options.args ?? ['serve'])], {
+    cwd: options.cwd ?? ROOT,
+    env: fullEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   live.add(child);
   child.once('exit', () => live.delete(child));
   const logs: Record<string, unknown>[] = [];
   let out = '';
+  let exited = false;
   child.stderr!.on('data', (d) => (out += d));
   const started = new Promise<Record<string, unknown>>((ok, fail) => {
-    const timer = setTimeout(() => fail(new Error(`${name}: no 'ephemail started' within ${timeoutMs} ms\n${out}`)), timeoutMs);
-    child.once('exit', (code, signal) => {
+    const timer = setTimeout(() => fail(new Error(`${name}: not ready within ${timeoutMs} ms\n${out}`)), timeoutMs);
+    // 'close', not 'exit': by then everything the process wrote has been read
+    child.once('close', (code, signal) => {
+      exited = true;
       clearTimeout(timer);
       fail(new Error(`${name} exited (${code ?? signal}) before starting\n${out}`));
     });
@@ -54,11 +96,28 @@ export async function spawnServe(env: Record<string, string>, options: { args?: 
         return;
       }
       logs.push(rec);
-      if (rec.msg === 'ephemail started') {
+      if (!byHealth && rec.msg === 'ephemail started') {
         clearTimeout(timer);
         ok(rec);
       }
     });
+    if (byHealth) {
+      const url = `http://127.0.0.1:${fullEnv.EPHEMAIL_HTTP_PORT}/api/v1/health`;
+      const poll = async () => {
+        while (!exited) {
+          try {
+            if ((await fetch(url)).status === 200) {
+              clearTimeout(timer);
+              return ok({});
+            }
+          } catch {
+            // not listening yet
+          }
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      };
+      void poll();
+    }
   });
   let startLine: Record<string, unknown>;
   try {
@@ -67,6 +126,8 @@ export async function spawnServe(env: Record<string, string>, options: { args?: 
     child.kill('SIGKILL');
     throw err;
   }
-  const smtp = String(startLine.smtp);
-  return { child, http: String(startLine.http), smtp, smtpPort: Number(smtp.split(':').pop()), startLine, logs, output: () => out };
+  const startMs = performance.now() - spawned;
+  const http = byHealth ? `http://127.0.0.1:${fullEnv.EPHEMAIL_HTTP_PORT}` : String(startLine.http);
+  const smtp = byHealth ? `127.0.0.1:${fullEnv.EPHEMAIL_SMTP_PORT}` : String(startLine.smtp);
+  return { child, http, smtp, httpPort: Number(http.split(':').pop()), smtpPort: Number(smtp.split(':').pop()), startMs, startLine, logs, output: () => out };
 }
