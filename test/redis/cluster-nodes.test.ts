@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { until } from '../helpers/time.ts';
 import { startNode, type Node } from './nodes.ts';
 import { SKIP_SERVER, startCluster, type RedisCluster, describeRedis } from './servers.ts';
 
@@ -37,7 +38,7 @@ describeRedis('two ephemail nodes on a 3-master Redis Cluster', { skip: SKIP_SER
     // a wait on B wakes on mail delivered to A (to several inboxes, in different slots)
     const to = addr('c');
     const held = b.api(`/api/v1/inboxes/${enc(to)}/emails?wait=10`, { headers: auth }).then(async (r) => ({ body: (await r.json()) as { data: { id: string; subject: string }[]; meta: { waited: boolean } }, at: performance.now() }));
-    await new Promise((r) => setTimeout(r, 300));
+    await until(async () => (await b.heldWaits()) === 1, 'B holds the wait');
     const others = [addr('d'), addr('e'), addr('f')];
     assert.match((await a.send([to, ...others], 'on the cluster')).response, /^250/);
     const acked = performance.now();

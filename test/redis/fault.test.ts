@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import { until } from '../helpers/time.ts';
 import { startNode, type Node } from './nodes.ts';
 import { SKIP_SERVER, startRedis, type RedisProcess, describeRedis } from './servers.ts';
 
@@ -120,7 +121,7 @@ describeRedis('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER,
     const apiKey = ((await keyRes.json()) as { data: { api_key: string } }).data.api_key;
     const box = `after-${randomUUID().slice(0, 8)}@ephemail.test`;
     const held = other.api(`/api/v1/inboxes/${encodeURIComponent(box)}/emails?wait=10`, { headers: { 'x-api-key': apiKey } }).then(async (r) => ({ status: r.status, body: (await r.json()) as { data: { subject: string }[] }, at: performance.now() }));
-    await sleep(300);
+    await until(async () => (await other.heldWaits()) === 1, 'G holds the wait');
     await node.send(box, 'wake after outage');
     const sentAt = performance.now();
     const woke = await held;

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
+import { until } from '../helpers/time.ts';
 import { startNode, type Node } from './nodes.ts';
 import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis } from './servers.ts';
 
@@ -75,7 +76,7 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
     const to = addr('wait');
     for (let round = 0; round < 3; round++) {
       const held = list(B(), to, '?wait=10', key).then((r) => ({ ...r, at: performance.now() }));
-      await new Promise((r) => setTimeout(r, 300)); // B is holding
+      await until(async () => (await B().heldWaits()) === 1, 'B holds the wait');
       const { response } = await A().send(to, `wake ${round}`);
       const acked = performance.now();
       assert.match(response, /^250/);
@@ -111,7 +112,7 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
     const held = nodes.map((node, i) =>
       node.api(`/api/v1/inboxes/${enc(addr(`w${i}`))}/emails?wait=20`, { headers: { authorization: `Bearer ${key}` }, signal: aborts[i].signal }).catch(() => null));
     try {
-      await new Promise((r) => setTimeout(r, 500)); // one wait held on each node: 3 of 3
+      for (const node of nodes) await until(async () => (await node.heldWaits()) === 1, `${node.name} holds its wait (3 of 3 in all)`);
       for (const node of nodes) {
         const { status, body } = await list(node, addr('more'), '?wait=5', key);
         assert.equal(status, 429, `${node.name} refuses a fourth wait`);

@@ -12,6 +12,8 @@ export interface Node {
   api(path: string, init?: RequestInit): Promise<Response>;
   /** Sends one message over SMTP; resolves on the 250 with the reply, rejects with the SMTP error. */
   send(to: string | string[], subject: string, text?: string): Promise<{ response: string }>;
+  /** Long-polls this node holds now (its /metrics gauge ephemail_waits_held). */
+  heldWaits(): Promise<number>;
   /** Whether the process is still running. */
   alive(): boolean;
   stop(): Promise<number | null>;
@@ -35,6 +37,12 @@ export async function startNode(name: string, env: Record<string, string>): Prom
       } finally {
         transport.close();
       }
+    },
+    async heldWaits() {
+      const text = await (await fetch(`${urls.http}/metrics`)).text();
+      const m = /^ephemail_waits_held (\d+)$/m.exec(text);
+      if (!m) throw new Error(`${name}: no ephemail_waits_held in /metrics`);
+      return Number(m[1]);
     },
     alive: () => child.exitCode === null && child.signalCode === null,
     async kill() {

@@ -12,6 +12,7 @@ import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
 import { inbox, newEmail } from '../conformance/store.suite.ts';
 import { redisHarness } from '../conformance/redis-harness.ts';
+import { until } from '../helpers/time.ts';
 import { SKIP_REDIS, SKIP_SERVER, TEST_REDIS_URL, startRedis, describeRedis } from './servers.ts';
 
 describeRedis('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () => {
@@ -55,8 +56,7 @@ describeRedis('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () 
     assert.equal(await client.pttl(keys.keyRecord('h'.repeat(64))), -1);
     assert.equal(await client.pttl(keys.keyList), -1);
     const [gone] = await store.addEmails([newEmail(a, { expiresAt: Date.now() + 300 })]);
-    await new Promise((r) => setTimeout(r, 500));
-    assert.equal(await client.exists(keys.email(gone.id)), 0, 'expired by Redis');
+    await until(async () => (await client.exists(keys.email(gone.id))) === 0, 'Redis expired the email');
     assert.deepEqual((await store.listEmails(a, { limit: 10 }, Date.now())).map((x) => x.id), [e.id]);
   });
 
@@ -65,9 +65,9 @@ describeRedis('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () 
     const sub = connect(parseRedisUrl(TEST_REDIS_URL), { subscriber: true });
     const bus = createRedisBus({ publisher: client, subscriber: sub, channel: keys.channel });
     const offs = Array.from({ length: 50 }, (_, i) => bus.subscribe(`w${i % 7}@ephemail.test`, () => undefined));
-    await new Promise((r) => setTimeout(r, 100));
-    const [, n] = (await client.call('PUBSUB', 'NUMSUB', keys.channel)) as [string, number];
-    assert.equal(n, 1);
+    const numsub = async () => ((await client.call('PUBSUB', 'NUMSUB', keys.channel)) as [string, number])[1];
+    await until(async () => (await numsub()) > 0, 'the bus subscribed');
+    assert.equal(await numsub(), 1);
     offs.forEach((off) => off());
     await bus.close();
   });
@@ -104,8 +104,7 @@ describeRedis('Redis away: commands fail fast as StoreUnavailableError, then rec
       await assert.rejects(store.ping(), StoreUnavailableError);
       assert.ok(Date.now() - t < 3000, 'ping is bounded');
       pauser.disconnect();
-      await new Promise((r) => setTimeout(r, 2500));
-      await store.ping();
+      await until(() => store.ping().then(() => true, () => false), 'the paused Redis answered again', 10_000);
     } finally {
       client.disconnect();
       await redis.stop();
