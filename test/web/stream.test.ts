@@ -60,7 +60,7 @@ test(`more than ${STREAMS_PER_IP} streams from one IP are refused with 429; clos
   assert.ok(ok <= STREAMS_PER_IP && refused.length >= 2, `${ok} accepted, ${refused.length} refused`);
   assert.equal(refused[0].retryAfter, '10');
   for (const r of opened) r.close();
-  await sleep(200);
+  await sleep(200); // not polled: every attempt to open would count against the page's web bucket
   const again = await openStream(url);
   assert.equal(again.status, 200);
   again.close();
