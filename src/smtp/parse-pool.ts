@@ -266,7 +266,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
 
 /**
  * postal-mime joins each part's decoded chunks with `new Blob(chunks).arrayBuffer()`; Node's Blob
- * turns that into an asynchronous stream read, a third of a parse in the profile (bench/README.md).
+ * turns that into an asynchronous stream read, a large share of a parse (profile in bench/README.md).
  * The parse worker runs nothing but the parser, so there Blob only concatenates.
  */
 class ConcatBlob {

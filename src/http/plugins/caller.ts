@@ -74,7 +74,7 @@ export function setLimitHeaders(reply: FastifyReply, r: LimitResult): void {
 
 /**
  * Callback-style, with one promise per awaited step and nothing else allocated for the common case:
- * an async hook with the same steps cost ~7% of a list request.
+ * this hook runs on every request, and an async function's extra promises showed in the API profile.
  */
 export function registerCaller(app: FastifyInstance, core: Core): void {
   app.decorateRequest('caller', null as unknown as Caller);
