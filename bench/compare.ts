@@ -10,9 +10,9 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { benchApi } from './api.ts';
-import { BIN, fmt, freePort, machineLine, parseArgs, spread, startServices, waitPort, type BenchOptions, type Spread } from './lib.ts';
+import { BIN, fmt, machineLine, parseArgs, spread, startServices, type BenchOptions, type Spread } from './lib.ts';
 import { benchLongPoll } from './longpoll.ts';
-import { cases, CONNECTIONS, loadOnce, SMTP_SINK, SMTP_SOURCE, smtpSource, startSink } from './smtp.ts';
+import { cases, CONNECTIONS, loadOnce, openSink, SMTP_SINK, SMTP_SOURCE, smtpSource } from './smtp.ts';
 
 const argv = process.argv.slice(2);
 const opts = parseArgs(argv.filter((a) => !a.startsWith('--base=') && !a.startsWith('--rounds=')));
@@ -31,23 +31,23 @@ const picked = opts.only.length ? opts.only : ['ingest', 'api', 'longpoll'];
 const pct = (x: number) => `${(x * 100).toFixed(0)}%`;
 const vs = (base: number, mine: number) => `this/base ${(mine / base).toFixed(2)}`;
 const quiet = () => {};
+/** Which build goes first in run `i`: base then this, then this then base, and so on. */
+const order = (i: number) => (i % 2 ? [1, 0] : [0, 1]);
 
 async function ingest(o: BenchOptions): Promise<void> {
   if (!SMTP_SINK) console.log('  smtp-sink not installed (Debian package postfix): ingest figures without a reference');
   for (const c of cases(o.quick)) {
-    const port = SMTP_SINK ? await freePort() : 0;
-    const sink = SMTP_SINK ? startSink(port) : null;
+    const sink = await openSink();
     const sets = [];
     try {
-      if (sink) await waitPort(port);
       for (const b of builds) sets.push(await startServices({ ...o, script: b.script }));
       const smtp = sets.map((s) => s.nodes.map((n) => n.smtpPort));
       if (!o.quick) for (const ports of smtp) await loadOnce(ports, { message: c.message, messages: Math.min(c.messages, 500) }); // warm-up
       const got: number[][] = [[], []];
       const ref: number[] = [];
       for (let i = 0; i < runs; i++) {
-        if (sink) ref.push((await loadOnce(port, c)).msgsPerSec);
-        for (const k of i % 2 ? [1, 0] : [0, 1]) got[k].push((await loadOnce(smtp[k], c)).msgsPerSec);
+        if (sink) ref.push((await loadOnce(sink.port, c)).msgsPerSec);
+        for (const k of order(i)) got[k].push((await loadOnce(smtp[k], c)).msgsPerSec);
       }
       const [a, b] = got.map(spread);
       const s: Spread | null = ref.length ? spread(ref) : null;
@@ -57,8 +57,8 @@ async function ingest(o: BenchOptions): Promise<void> {
         const src: number[][] = [[], []];
         const srcRef: number[] = [];
         for (let i = 0; i < runs; i++) {
-          srcRef.push(smtpSource(port, c.messages, 5 * 1024)?.msgsPerSec ?? NaN);
-          for (const k of i % 2 ? [1, 0] : [0, 1]) src[k].push(smtpSource(smtp[k][0], c.messages, 5 * 1024)?.msgsPerSec ?? NaN);
+          srcRef.push(smtpSource(sink.port, c.messages, 5 * 1024)?.msgsPerSec ?? NaN);
+          for (const k of order(i)) src[k].push(smtpSource(smtp[k][0], c.messages, 5 * 1024)?.msgsPerSec ?? NaN);
         }
         const [sa, sb] = src.map(spread);
         const sr = spread(srcRef);
@@ -66,7 +66,7 @@ async function ingest(o: BenchOptions): Promise<void> {
       }
     } finally {
       await Promise.all(sets.map((s) => s.stop()));
-      sink?.kill('SIGTERM');
+      sink?.stop();
     }
   }
 }
@@ -74,7 +74,7 @@ async function ingest(o: BenchOptions): Promise<void> {
 /** Runs a whole benchmark for base and this alternately, `rounds` times; returns [base, this] per round. */
 async function alternate<T>(run: (o: BenchOptions) => Promise<T>): Promise<T[][]> {
   const out: T[][] = [[], []];
-  for (let i = 0; i < rounds; i++) for (const k of i % 2 ? [1, 0] : [0, 1]) out[k].push(await run({ ...opts, runs: 1, script: builds[k].script }));
+  for (let i = 0; i < rounds; i++) for (const k of order(i)) out[k].push(await run({ ...opts, runs: 1, script: builds[k].script }));
   return out;
 }
 

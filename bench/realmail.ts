@@ -13,9 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { fmt, freePort, machineLine, parseArgs, ROOT, sleep, spread, waitPort, startService, type Spread } from './lib.ts';
 import { realisticMessage } from './messages.ts';
 import { attachmentMessage, htmlMessage, textMessage } from './smtp-load.ts';
+import { openSink, SMTP_SINK, SMTP_SOURCE } from './smtp.ts';
 
-const SMTP_SINK = ['/usr/sbin/smtp-sink', '/usr/lib/postfix/sbin/smtp-sink'].find((p) => existsSync(p)) ?? null;
-const SMTP_SOURCE = ['/usr/sbin/smtp-source', '/usr/lib/postfix/sbin/smtp-source'].find((p) => existsSync(p)) ?? null;
 const MAILDEV_DIR = join(ROOT, 'bench', 'maildev');
 const MAILDEV_BIN = join(MAILDEV_DIR, 'node_modules', 'maildev', 'dist', 'bin', 'maildev.js');
 const SESSIONS = 20;
@@ -88,12 +87,10 @@ export async function benchRealMail(opts: { runs: number; quick: boolean; only: 
   if (!withMaildev) log('  maildev could not be installed: its column is missing');
   const results: RealMailResult[] = [];
   for (const c of messageFiles(opts.quick).filter((x) => opts.only.length === 0 || opts.only.includes(x.key))) {
-    const sinkPort = await freePort();
-    const sink = spawn(SMTP_SINK, ['-u', 'nobody', `127.0.0.1:${sinkPort}`, '1000'], { stdio: 'ignore' });
-    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000000', EPHEMAIL_LOG_LEVEL: 'warn' });
+    const sink = (await openSink())!;
+    const svc = await startService(); // BENCH_ENV: limits raised, log at warn
     const md = withMaildev ? await startMaildev() : null;
     try {
-      await waitPort(sinkPort);
       // warm-up: JIT, worker threads, SQLite page cache
       source(svc.smtpPort, { ...c, messages: Math.min(c.messages, 300) });
       if (md) source(md.smtp, { ...c, messages: Math.min(c.messages, 50) });
@@ -101,7 +98,7 @@ export async function benchRealMail(opts: { runs: number; quick: boolean; only: 
       const s: number[] = [];
       const m: number[] = [];
       for (let i = 0; i < opts.runs; i++) {
-        const a = source(sinkPort, c);
+        const a = source(sink.port, c);
         const b = source(svc.smtpPort, c);
         const d = md ? source(md.smtp, c) : null;
         if (a) s.push(a);
@@ -119,7 +116,7 @@ export async function benchRealMail(opts: { runs: number; quick: boolean; only: 
       const times = (x: Spread | null) => (x ? `${(r.ephemail.median / x.median).toFixed(1)}×` : 'n/a');
       log(`  ${c.name.padEnd(40)} ephemail ${fmt(r.ephemail)} msgs/s | smtp-sink ${r.sink ? fmt(r.sink) : 'n/a'} → ${pct(r.sink)} of sink | maildev ${r.maildev ? fmt(r.maildev) : 'n/a'} → ${times(r.maildev)} maildev`);
     } finally {
-      sink.kill('SIGTERM');
+      sink.stop();
       md?.proc.kill('SIGTERM');
       await svc.stop();
     }

@@ -2,7 +2,7 @@
 // committed to SQLite with synchronous=FULL); 5 KB text, 50 KB HTML, 1 MB with attachment. In the same
 // run: Postfix's smtp-sink as the protocol ceiling (same Node generator), and smtp-source against both
 // when Postfix's tools are installed.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { fmt, freePort, machineLine, parseArgs, percentile, rssOf, sleep, spread, waitPort, startServices, storeLabel, type BenchOptions, type ServiceProcess } from './lib.ts';
@@ -49,12 +49,15 @@ export async function loadOnce(port: number | number[], c: IngestCase, connectio
   return { msgsPerSec: r.msgsPerSec, mbPerSec: r.mbPerSec, p50: percentile(r.latencies, 50), p99: percentile(r.latencies, 99), failed: r.failed + (c.messages - r.ok - r.failed) };
 }
 
-export function startSink(port: number): ChildProcess {
-  // -c: count, -u: drop root to nobody; 1000: listen backlog. Accepts everything, stores nothing.
-  const args = ['-u', 'nobody', `127.0.0.1:${port}`, '1000'];
-  return spawn(SMTP_SINK!, args, { stdio: 'ignore' });
+/** A fresh smtp-sink on a free port, listening; null when Postfix's smtp-sink is not installed. */
+export async function openSink(): Promise<{ port: number; stop(): void } | null> {
+  if (!SMTP_SINK) return null;
+  const port = await freePort();
+  // -u: drop root to nobody; 1000: listen backlog. Accepts everything, stores nothing.
+  const proc = spawn(SMTP_SINK, ['-u', 'nobody', `127.0.0.1:${port}`, '1000'], { stdio: 'ignore' });
+  await waitPort(port);
+  return { port, stop: () => proc.kill('SIGTERM') };
 }
-
 
 /** smtp-source: -s parallel sessions, -m messages in all, -l message size, -d: keep each session for many messages (no pipelining). */
 export function smtpSource(port: number, messages: number, sizeBytes: number): { msgsPerSec: number } | null {
@@ -87,13 +90,7 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
   for (const c of all) {
     // a fresh smtp-sink per case, as the service is fresh per case: no reference carries the load of
     // the cases before it
-    let sink: ChildProcess | null = null;
-    let sinkPort = 0;
-    if (SMTP_SINK) {
-      sinkPort = await freePort();
-      sink = startSink(sinkPort);
-      await waitPort(sinkPort);
-    }
+    const sink = await openSink();
     try {
       const set = shared ? null : await startServices(opts);
       const svc = shared ?? set!.nodes[0];
@@ -104,7 +101,7 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
         const runs: RunFigures[] = [];
         const sinkRuns: number[] = [];
         for (let i = 0; i < opts.runs; i++) {
-          if (sink) sinkRuns.push((await loadOnce(sinkPort, c)).msgsPerSec);
+          if (sink) sinkRuns.push((await loadOnce(sink.port, c)).msgsPerSec);
           runs.push(await loadOnce(ports, c));
         }
         const r: IngestResult = {
@@ -125,7 +122,7 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
           const src = [];
           const srcSink = [];
           for (let i = 0; i < opts.runs; i++) {
-            const a = smtpSource(sinkPort, c.messages, 5 * 1024);
+            const a = smtpSource(sink.port, c.messages, 5 * 1024);
             const b = smtpSource(svc.smtpPort, c.messages, 5 * 1024);
             if (a && b) (srcSink.push(a.msgsPerSec), src.push(b.msgsPerSec));
           }
@@ -139,7 +136,7 @@ export async function benchIngest(opts: BenchOptions & { cases?: string[] }, log
         await set?.stop();
       }
     } finally {
-      sink?.kill('SIGTERM');
+      sink?.stop();
     }
   }
   return results;

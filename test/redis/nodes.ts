@@ -23,13 +23,12 @@ export interface Node {
 
 export async function startNode(name: string, env: Record<string, string>): Promise<Node> {
   const { child, http, smtpPort, logs } = await spawnServe(env, { name, inheritEnv: false });
-  const urls = { http };
   return {
     name,
-    http: urls.http,
+    http,
     smtpPort,
     logs,
-    api: (path, init) => fetch(urls.http + path, init),
+    api: (path, init) => fetch(http + path, init),
     async send(to, subject, text = 'hello') {
       const transport = nodemailer.createTransport({ host: '127.0.0.1', port: smtpPort, secure: false, ignoreTLS: true, pool: false, connectionTimeout: 10_000, socketTimeout: 20_000 });
       try {
@@ -39,7 +38,7 @@ export async function startNode(name: string, env: Record<string, string>): Prom
       }
     },
     async heldWaits() {
-      const text = await (await fetch(`${urls.http}/metrics`)).text();
+      const text = await (await fetch(`${http}/metrics`)).text();
       const m = /^ephemail_waits_held (\d+)$/m.exec(text);
       if (!m) throw new Error(`${name}: no ephemail_waits_held in /metrics`);
       return Number(m[1]);

@@ -3,12 +3,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
-import { AppError } from '../../src/domain/errors.ts';
+import { AppError, describeError } from '../../src/domain/errors.ts';
 import { HTTP_WORDING } from '../../src/http/plugins/errors.ts';
-import { describeError } from '../../src/domain/errors.ts';
 import { toolError } from '../../src/mcp/errors.ts';
 import type { Core } from '../../src/services/core.ts';
 import { createInbox } from '../../src/services/inboxes.ts';
+import { authenticate, mintKey } from '../../src/services/keys.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 
 const mcpText = (err: unknown) => (toolError(err).content[0] as { text: string }).text;
@@ -49,7 +49,6 @@ test('key refusals: the service names the next step (create a key), the API says
   const store = createSqliteStore(':memory:');
   const core = { config: loadConfig({}), store, clock: { now: () => Date.now() } } as unknown as Core;
   try {
-    const { authenticate, mintKey } = await import('../../src/services/keys.ts');
     const refused = (raw: string) => refusal(() => authenticate(core, raw));
     const { apiKey, record } = await mintKey(core, { label: 'w' }, 'ip:127.0.0.1');
     for (const err of [await refused('not a key'), await refused(apiKey.slice(0, -1) + (apiKey.endsWith('A') ? 'B' : 'A'))]) {
