@@ -44,15 +44,22 @@ async function ingest(o: BenchOptions): Promise<void> {
       const smtp = sets.map((s) => s.nodes.map((n) => n.smtpPort));
       if (!o.quick) for (const ports of smtp) await loadOnce(ports, { message: c.message, messages: Math.min(c.messages, 500) }); // warm-up
       const got: number[][] = [[], []];
+      const failed = [0, 0];
       const ref: number[] = [];
       for (let i = 0; i < runs; i++) {
         if (sink) ref.push((await loadOnce(sink.port, c)).msgsPerSec);
-        for (const k of order(i)) got[k].push((await loadOnce(smtp[k], c)).msgsPerSec);
+        for (const k of order(i)) {
+          const r = await loadOnce(smtp[k], c);
+          got[k].push(r.msgsPerSec);
+          failed[k] += r.failed;
+        }
       }
       const [a, b] = got.map(spread);
       const s: Spread | null = ref.length ? spread(ref) : null;
       const share = (x: Spread) => (s ? ` (${pct(x.median / s.median)} of sink)` : '');
       console.log(`  ${c.message.name.padEnd(22)} base ${fmt(a)}${share(a)} | this ${fmt(b)}${share(b)} msgs/s | smtp-sink ${s ? fmt(s) : 'n/a'} | ${vs(a.median, b.median)}`);
+      // a message not acknowledged would otherwise hide in a fast figure
+      if (failed[0] + failed[1] > 0) console.log(`    messages not acknowledged: base ${failed[0]} | this ${failed[1]} (figures above are not comparable)`);
       if (!o.quick && sink && SMTP_SOURCE && c.message.name === cases(false)[0].message.name) {
         const src: number[][] = [[], []];
         const srcRef: number[] = [];
