@@ -1,8 +1,10 @@
 #!/usr/bin/env node
-// `npm test`: checks the services the suite needs (Redis loudly), then runs every test/**/*.test.ts
-// with node's test runner through tsx. Pass paths to run a subset: `npm test -- test/http`.
-import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+// `npm test`: checks the services and files the suite needs (Redis and the shared corpus, loudly),
+// type-checks the server and the client package (`tsc --noEmit`), then runs every test/**/*.test.ts
+// with node's test runner through tsx. Pass paths to run a subset (no type-check then):
+// `npm test -- test/http`.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join, resolve } from 'node:path';
 
@@ -20,17 +22,37 @@ function redisAlive(url) {
   });
 }
 
+const banner = '#'.repeat(78);
+/** What could not run, said before the tests and again as the last lines. */
+const missing = [];
+function loud(lines) {
+  console.error(`\n${banner}\n${lines.map((l) => `# ${l}`).join('\n')}\n${banner}\n`);
+}
+
 const redisUrl = process.env.EPHEMAIL_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
 if (await redisAlive(redisUrl)) {
   process.env.EPHEMAIL_TEST_REDIS_URL = redisUrl;
 } else {
-  const banner = '#'.repeat(78);
-  console.error(`\n${banner}\n# NO REDIS at ${redisUrl}: the Redis store, multi-node and fault tests cannot run.\n# Start it: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ""\n${banner}\n`);
-  if (ci) {
-    console.error('CI=true: a missing Redis is a failure.');
-    process.exit(1);
-  }
+  missing.push([
+    `NO REDIS at ${redisUrl}: the Redis store, multi-node and fault tests are SKIPPED.`,
+    'Start it: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ""',
+  ]);
   process.env.EPHEMAIL_TEST_REDIS_URL = '';
+}
+
+// The shared real-world corpus is outside the repository: one setting finds it (test/helpers/corpus.ts).
+const corpus = resolve(root, process.env.EPHEMAIL_CORPUS || '../shared/corpus');
+process.env.EPHEMAIL_CORPUS = corpus;
+if (!existsSync(join(corpus, 'MANIFEST.tsv'))) {
+  missing.push([
+    `NO SHARED CORPUS at ${corpus}: the 222-message corpus tests (test/e2e/corpus.test.ts,`,
+    'test/smtp/summary.test.ts) are SKIPPED. Set EPHEMAIL_CORPUS to its directory to run them.',
+  ]);
+}
+for (const m of missing) loud(m);
+if (missing.length && ci) {
+  console.error('CI=true: a missing Redis or corpus is a failure.');
+  process.exit(1);
 }
 
 function collect(path, out) {
@@ -53,6 +75,21 @@ if (files.length === 0) {
 const SOLO = [/[\\/]test[\\/]cli[\\/]pack\.test\.ts$/];
 const solo = files.filter((f) => SOLO.some((re) => re.test(f)));
 const rest = files.filter((f) => !solo.includes(f));
+
+// Type-check first (the whole suite only; a subset run is for quick iteration): server, tests,
+// benches and scripts through the root tsconfig, and the client package's declarations.
+let typecheck = 0;
+if (!args.length) {
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  for (const project of ['tsconfig.json', 'packages/client/tsconfig.json']) {
+    console.log(`# tsc --noEmit -p ${project}`);
+    const r = spawnSync(process.execPath, [tsc, '--noEmit', '-p', project], { cwd: root, stdio: 'inherit' });
+    if (r.status !== 0) {
+      console.error(`# tsc --noEmit -p ${project} FAILED`);
+      typecheck = 1;
+    }
+  }
+}
 
 const totals = new Map();
 function run(list) {
@@ -78,6 +115,7 @@ function run(list) {
 }
 
 let code = rest.length ? await run(rest) : 0;
+code = code || typecheck;
 if (solo.length) {
   if (rest.length) console.log(`\n# then, alone: ${solo.map((f) => f.slice(root.length + 1)).join(', ')}\n`);
   const soloCode = await run(solo);
@@ -88,4 +126,6 @@ if (solo.length) {
     for (const [k, v] of totals) console.log(`\u2139 ${k} ${k === 'duration_ms' ? v.toFixed(3) : v}`);
   }
 }
+if (typecheck) loud(['tsc --noEmit FAILED (see its errors above the tests).']);
+for (const m of missing) loud(m);
 process.exit(code);

@@ -1,7 +1,7 @@
 // The published package works on its own: `npm pack` of this repository, installed into an empty
 // directory (dependencies from the npm registry, as a user would), then `npx ephemail serve` there
 // answers health, receives a mail over SMTP and lists it. The install prints no EBADENGINE warning
-// under Node 20 (package.json "engines").
+// on the Node that runs the tests (22 or 24: package.json "engines").
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
