@@ -46,9 +46,11 @@ export function createEventStreams(core: Core): EventStreams {
         },
       });
       closers.add(sse.close);
-      sse.comment(`streaming new mail of ${address}`);
       follower = followInbox(core, address, {
         since,
+        // the opening comment goes out once the "from now" cursor is fixed: a client that has read
+        // it misses no later mail (docs/push.md)
+        onReady: () => sse.comment(`streaming new mail of ${address}`),
         deliver: (emails) => {
           for (const e of emails) sse.send('email', toWireSummary(e), e.id);
         },

@@ -1,11 +1,17 @@
 // Following an inbox: the one "tell me about new mail" path behind the API's event stream (and the
 // web page's live list). It subscribes to the bus before it first reads, reads from a cursor in id
 // order, and moves the cursor past what it delivered: ids only grow within an inbox (store.ts), so
-// nothing is delivered twice and nothing slips through between a replay and live mail.
+// nothing is delivered twice and nothing slips through between a replay and live mail. "From now"
+// is a point the caller can see: `onReady` runs once the cursor is fixed (at once for a replay,
+// after the first successful read otherwise), before any delivery; a client told then (the event
+// stream's opening comment) misses no mail sent after it. A first read that fails is retried on
+// a timer, not on the next delivery, which would make that delivery the cursor and skip it.
 import type { EmailSummary } from '../store/store.ts';
 import type { Core } from './core.ts';
 
 const PAGE = 100;
+/** A first read that failed is tried again after this long (the follower is not ready until then). */
+export const FIRST_READ_RETRY_MS = 1000;
 
 export interface InboxFollower {
   /** Stops following (idempotent). */
@@ -19,6 +25,8 @@ export interface FollowOptions {
   deliver(emails: EmailSummary[]): void;
   /** A read failed; the follower keeps going and reads again on the next delivery. */
   onError?(err: unknown): void;
+  /** The cursor is fixed: every email stored from now on will be delivered. Called once, before any delivery. */
+  onReady?(): void;
 }
 
 export function followInbox(core: Core, address: string, options: FollowOptions): InboxFollower {
@@ -27,6 +35,7 @@ export function followInbox(core: Core, address: string, options: FollowOptions)
   let ready = false;
   let reading = false;
   let again = false;
+  let retry: ReturnType<typeof setTimeout> | null = null;
 
   const read = async (): Promise<void> => {
     if (reading) {
@@ -46,6 +55,7 @@ export function followInbox(core: Core, address: string, options: FollowOptions)
           if (closed) return;
           if (cursor === null) {
             cursor = page[0]?.id ?? '00000000-0000-7000-8000-000000000000';
+            options.onReady?.();
             break;
           }
           if (page.length > 0) {
@@ -57,9 +67,17 @@ export function followInbox(core: Core, address: string, options: FollowOptions)
       } while (again && !closed);
     } catch (err) {
       options.onError?.(err);
+      if (cursor === null && !closed) {
+        // not ready yet: try again on a timer (a delivery would otherwise become the cursor, unseen)
+        retry = setTimeout(() => {
+          retry = null;
+          void read();
+        }, FIRST_READ_RETRY_MS);
+        retry.unref?.();
+      }
     } finally {
       reading = false;
-      if (again && !closed) void read();
+      if (again && !closed && cursor !== null) void read();
     }
   };
 
@@ -68,11 +86,13 @@ export function followInbox(core: Core, address: string, options: FollowOptions)
     else again = true;
   });
   ready = true;
+  if (cursor !== null) options.onReady?.();
   void read();
   return {
     close() {
       if (closed) return;
       closed = true;
+      if (retry) clearTimeout(retry);
       unsubscribe();
     },
   };

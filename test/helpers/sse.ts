@@ -51,6 +51,21 @@ export async function openStream(url: string, headers: Record<string, string>) {
       }
       return events;
     },
+    /** Waits for a comment line matching `re` (the stream's opening comment says it is live). */
+    async untilComment(re: RegExp, ms = 5000) {
+      const t0 = Date.now();
+      while (!comments.some((c) => re.test(c))) {
+        if (Date.now() - t0 > ms) throw new Error(`no comment matching ${re} after ${ms} ms (${JSON.stringify(comments)})`);
+        await new Promise<void>((r) => {
+          waiters.push(r);
+          setTimeout(r, 100);
+        });
+      }
+    },
+    /** Waits until the stream says it is live: from then on no new mail is missed (docs/push.md). */
+    live(ms = 5000) {
+      return this.untilComment(/^: ?streaming new mail/, ms);
+    },
     async close() {
       abort.abort();
       await done;
