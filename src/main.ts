@@ -76,8 +76,8 @@ async function keys(config: Config, args: string[]): Promise<number> {
     }
     if (args[0] === 'revoke' && args[1]) {
       const prefix = args[1];
-      if (prefix.length < 6) {
-        console.error('A prefix must have at least 6 characters (keys start with eph_), so one typo cannot revoke many keys.');
+      if (!/^eph_[0-9A-Za-z]{8}$/.test(prefix)) {
+        console.error('Name the key by its whole 12-character prefix (eph_ and 8 more, as `ephemail keys list` and GET /api/v1/me show it), so one command revokes exactly one key.');
         return 2;
       }
       const revoked = await store.revokeKeys(prefix, systemClock.now());

@@ -37,6 +37,22 @@ export function ipBuckets(ip: string): string[] {
   ];
 }
 
+/**
+ * What a client's wider IPv6 blocks may spend together, as multiples of one client's own limit (an
+ * IPv4 address or an IPv6 /64): requests and key mints count in the /64, the /56 and the /48 at once.
+ * A /56 (one subscriber's usual delegation: 256 /64s) gets four times one client's quota, a /48 (one
+ * site: 65,536 /64s) sixteen times; without this each /64 of a /48 had a full quota of its own.
+ */
+export const REQUEST_SCALE = Object.freeze({ per56: 4, per48: 16 });
+/** Free keys: a /56 may mint twice what one client may in a day, a /48 four times (3, 6 and 12 by default). */
+export const KEY_MINT_SCALE = Object.freeze({ per56: 2, per48: 4 });
+
+/** The client's buckets, narrowest first, each with how many times one client's limit it may spend. */
+export function scaledBuckets(ip: string, scale: { per56: number; per48: number }): { bucket: string; factor: number }[] {
+  const buckets = ipBuckets(ip);
+  return buckets.map((bucket, i) => ({ bucket, factor: i === 0 ? 1 : i === 1 ? scale.per56 : scale.per48 }));
+}
+
 /** Caps of things held at once (connections, streams) per client, at each width of ipBuckets(). */
 export interface HoldCaps {
   /** An IPv4 address, or an IPv6 /64. */

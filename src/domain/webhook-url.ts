@@ -5,10 +5,23 @@
 import ipaddr from 'ipaddr.js';
 import { isIP } from 'node:net';
 
-/** Whether `ip` (a literal) is a public unicast address; IPv4-mapped IPv6 is judged as IPv4. */
+/**
+ * Whether `ip` (a literal) is a public unicast address; IPv4-mapped IPv6 (`::ffff:a.b.c.d`) is judged
+ * as IPv4. The rest of `::/8` is IANA-reserved and refused whatever it embeds: ipaddr.js calls
+ * `::a00:1` (IPv4-compatible 10.0.0.1) and `::1:7f00:1` plain unicast.
+ */
+const MAPPED_DOTTED = /^(?:::|(?:0{1,4}:){5})ffff:\d{1,3}(?:\.\d{1,3}){3}$/i;
+
 export function isPublicAddress(ip: string): boolean {
   if (!ipaddr.isValid(ip)) return false;
   try {
+    // ipaddr.js reads `::a.b.c.d` as `::ffff:a.b.c.d`: a dotted tail counts as mapped only when spelled so
+    if (ip.includes(':') && ip.includes('.') && !MAPPED_DOTTED.test(ip)) return false;
+    const parsed = ipaddr.parse(ip);
+    if (parsed.kind() === 'ipv6') {
+      const v6 = parsed as ipaddr.IPv6;
+      if (v6.parts[0] < 0x100 && !v6.isIPv4MappedAddress()) return false;
+    }
     return ipaddr.process(ip).range() === 'unicast';
   } catch {
     return false;

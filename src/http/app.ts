@@ -8,7 +8,7 @@ import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
 import { registerCors } from './plugins/cors.ts';
-import { ipBucket } from '../domain/limits.ts';
+import { hitClient } from '../limiter/limiter.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
 import { countRequests, registerProbes } from './probes.ts';
 import { registerRoutes } from './routes/index.ts';
@@ -113,7 +113,7 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     // errors Fastify raises before routing (a path that is not valid percent-encoding) get the envelope too
     frameworkErrors: (err, request, reply) => {
       // these never reach the onRequest hooks: report the IP's bucket as it stands (not counted)
-      core.limiter.peek(ipBucket(request.ip), core.config.anon, core.clock.now()).then(
+      hitClient(core.limiter, request.ip, core.config.anon, core.clock.now(), false).then(
         (r) => setLimitHeaders(reply, r),
         () => undefined,
       ).finally(() => sendError(core, reply, toAppError(err)));

@@ -2,6 +2,7 @@
 // Counting is atomic per backend, so N parallel requests against a limit of L admit exactly L.
 
 import type { Limits } from '../config.ts';
+import { REQUEST_SCALE, scaledBuckets } from '../domain/limits.ts';
 
 export interface LimitResult {
   allowed: boolean;
@@ -61,4 +62,23 @@ export function limitResult(limits: Limits, usedMinute: number, usedDay: number,
 /** The `ratelimit-*` response headers of a result (HTTP and the web pages). */
 export function limitHeaders(r: LimitResult): Record<'ratelimit-limit' | 'ratelimit-remaining' | 'ratelimit-reset', string> {
   return { 'ratelimit-limit': String(r.limit), 'ratelimit-remaining': String(r.remaining), 'ratelimit-reset': String(r.resetSeconds) };
+}
+
+/**
+ * Counts (or, with count false, reports) one request of a client IP: in its own bucket and, for
+ * IPv6, in its /56 and /48 at REQUEST_SCALE times the limits, so a site cannot multiply its quota
+ * by spreading over its /64s. The result is the first refusal, narrowest first, else the client's
+ * own bucket (its headers). `prefix` names a family of buckets (the MCP sessions' ceiling).
+ */
+export function hitClient(limiter: Limiter, ip: string, limits: Limits, now: number, count = true, prefix = ''): Promise<LimitResult> {
+  const buckets = scaledBuckets(ip, REQUEST_SCALE);
+  const one = (bucket: string, l: Limits) => (count ? limiter.hit(prefix + bucket, l, now) : limiter.peek(prefix + bucket, l, now));
+  if (buckets.length === 1) return one(buckets[0].bucket, limits);
+  return Promise.all(buckets.map(({ bucket, factor }) => one(bucket, factor === 1 ? limits : scaleLimits(limits, factor)))).then(
+    (results) => results.find((r) => !r.allowed) ?? results[0],
+  );
+}
+
+export function scaleLimits(limits: Limits, factor: number): Limits {
+  return { perMinute: limits.perMinute * factor, perDay: limits.perDay * factor };
 }

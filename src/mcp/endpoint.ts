@@ -11,6 +11,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { BODY_LIMIT } from '../http/app.ts';
 import { ipBucket } from '../domain/limits.ts';
+import { hitClient } from '../limiter/limiter.ts';
 import type { Limits } from '../config.ts';
 import type { Core } from '../services/core.ts';
 import { createSessionIds, SESSION_LIFETIME_MS } from './session.ts';
@@ -146,9 +147,12 @@ export async function registerMcp(app: FastifyInstance, core: Core): Promise<voi
       const ip = ipBucket(request.ip);
       let bucket = session?.bucket ?? ip;
       const isRequest = isJSONRPCRequest(message);
-      let limit = isRequest ? await core.limiter.hit(bucket, core.config.anon, now) : await core.limiter.peek(bucket, core.config.anon, now);
+      // without a session the IP pays, in its own bucket and its IPv6 /56 and /48 (hitClient)
+      let limit = session
+        ? isRequest ? await core.limiter.hit(bucket, core.config.anon, now) : await core.limiter.peek(bucket, core.config.anon, now)
+        : await hitClient(core.limiter, request.ip, core.config.anon, now, isRequest);
       if (session && isRequest && limit.allowed) {
-        const all = await core.limiter.hit(`mcp-sessions:${ip}`, sessionsCeiling(core.config.anon), now);
+        const all = await hitClient(core.limiter, request.ip, sessionsCeiling(core.config.anon), now, true, 'mcp-sessions:');
         if (!all.allowed) {
           limit = all; // refused by the IP's ceiling: the message names it
           bucket = `mcp-sessions:${ip}`;

@@ -2,6 +2,7 @@
 // revoke/list. Only the hash of a key is ever stored (spec: Authentication 6).
 import { createHash, randomInt } from 'node:crypto';
 import { AppError } from '../domain/errors.ts';
+import { KEY_MINT_SCALE, scaledBuckets } from '../domain/limits.ts';
 import type { KeyRecord } from '../store/store.ts';
 import type { Core } from './core.ts';
 
@@ -23,9 +24,28 @@ export interface MintedKey {
   record: KeyRecord;
 }
 
-export async function mintKey(core: Core, input: { label?: string; contactEmail?: string }, ipBucket: string): Promise<MintedKey> {
-  const apiKey = generateKey();
+/**
+ * Mints a key for a client IP: at most `keysPerIpPerDay` per client (an IPv4 address or an IPv6 /64)
+ * in any 24 hours (the store, atomically), and for IPv6 at most KEY_MINT_SCALE times that per /56
+ * and per /48 in a UTC day (the limiter). A wider block is checked before and counted after the
+ * client's own mint, so an attempt its /64 refuses spends nothing of its neighbours'; parallel mints
+ * from many /64s of one block can pass its check together, overshooting by at most those in flight.
+ */
+export async function mintKey(core: Core, input: { label?: string; contactEmail?: string }, clientIp: string): Promise<MintedKey> {
+  const [own, ...wider] = scaledBuckets(clientIp, KEY_MINT_SCALE);
   const now = core.clock.now();
+  const blocks = wider.map(({ bucket, factor }) => {
+    const max = core.config.keysPerIpPerDay * factor;
+    return { bucket, max, limiterBucket: `keymint:${bucket}`, limits: { perMinute: max, perDay: max } };
+  });
+  for (const b of blocks) {
+    const r = await core.limiter.peek(b.limiterBucket, b.limits, now);
+    if (r.usedDay >= b.max) {
+      const retryAfter = Math.max(1, Math.ceil((DAY_MS - (now % DAY_MS)) / 1000));
+      throw new AppError('rate_limited', `The network ${b.bucket.replace(/^ip6:/, '')} already created ${b.max} keys today; the next one can be created in ${retryAfter} s. Reuse a key you have.`, { retryAfter });
+    }
+  }
+  const apiKey = generateKey();
   const record: KeyRecord = {
     hash: hashKey(apiKey),
     prefix: apiKey.slice(0, 12),
@@ -34,11 +54,12 @@ export async function mintKey(core: Core, input: { label?: string; contactEmail?
     createdAt: now,
     revokedAt: null,
   };
-  const res = await core.store.mintKey(record, ipBucket, core.config.keysPerIpPerDay, DAY_MS, now);
+  const res = await core.store.mintKey(record, own.bucket, core.config.keysPerIpPerDay, DAY_MS, now);
   if (!res.ok) {
     const retryAfter = Math.ceil(res.retryAfterMs / 1000);
     throw new AppError('rate_limited', `This IP address already created ${core.config.keysPerIpPerDay} keys in the last 24 hours; the next one can be created in ${retryAfter} s. Reuse a key you have.`, { retryAfter });
   }
+  for (const b of blocks) await core.limiter.hit(b.limiterBucket, b.limits, now);
   return { apiKey, record };
 }
 

@@ -81,8 +81,13 @@ test('list shows prefix, label, created_at and state, never the raw key or its h
   assert.match(again.stderr, /no active key/i);
 });
 
-test('revoke with a too-short prefix or no prefix is refused (exit 2)', async () => {
+test('revoke needs the whole 12-character prefix: a shorter one, a longer one or none is refused (exit 2)', async () => {
   assert.equal((await cli('keys', 'revoke', 'eph')).code, 2);
+  const six = await cli('keys', 'revoke', 'eph_Ab');
+  assert.equal(six.code, 2, 'a 6-character prefix could match many keys');
+  assert.match(six.stderr, /whole 12-character prefix/);
+  assert.equal((await cli('keys', 'revoke', 'eph_AbCdEfG')).code, 2, '11 characters');
+  assert.equal((await cli('keys', 'revoke', 'eph_AbCdEfGhX')).code, 2, '13 characters');
   assert.equal((await cli('keys', 'revoke')).code, 2);
   assert.equal((await cli('keys', 'frobnicate')).code, 2);
 });

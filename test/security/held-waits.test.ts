@@ -4,10 +4,11 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { connectClient } from '../mcp/helpers.ts';
 import { startService, type TestService } from '../helpers/service.ts';
+import { openStream } from '../helpers/sse.ts';
 
 let svc: TestService;
 before(async () => {
-  svc = await startService({ EPHEMAIL_MAX_HELD_WAITS: '2' });
+  svc = await startService({ EPHEMAIL_MAX_HELD_WAITS: '2', EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '10' });
 });
 after(() => svc.stop());
 
@@ -43,4 +44,31 @@ test('past EPHEMAIL_MAX_HELD_WAITS a wait gets 429 too_many_waiters over HTTP an
   assert.equal(again.status, 200, 'a freed slot is used again');
   aborts[1].abort();
   await held[1];
+});
+
+test('API event streams are bounded per node too (EPHEMAIL_MAX_HELD_WAITS, counted apart from waits): the next gets 429 too_many_waiters', async () => {
+  const mint = async () => (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key as string;
+  const keys = [await mint(), await mint(), await mint()];
+  const url = (n: number) => `${svc.http}/api/v1/inboxes/s${n}@ephemail.test/events`;
+  const open = [await openStream(url(1), { authorization: `Bearer ${keys[0]}` }), await openStream(url(2), { authorization: `Bearer ${keys[1]}` })];
+  try {
+    for (const s of open) assert.equal(s.res.status, 200);
+    const third = await fetch(url(3), { headers: { authorization: `Bearer ${keys[2]}` } });
+    assert.equal(third.status, 429, 'a third key, with slots of its own, is refused by the node');
+    const body = await third.json();
+    assert.equal(body.error.type, 'too_many_waiters');
+    assert.match(body.error.message, /maximum of 2 event streams/);
+    assert.equal(third.headers.get('retry-after'), '1');
+    await open.shift()!.close();
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 200; i++) {
+      const s = await openStream(url(3), { authorization: `Bearer ${keys[2]}` });
+      status = s.res.status;
+      if (status === 200) open.push(s);
+      else await new Promise((r) => setTimeout(r, 20)); // the closed stream's slot frees when the server sees the close
+    }
+    assert.equal(status, 200, 'a closed stream frees its place');
+  } finally {
+    for (const s of open) await s.close();
+  }
 });

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunc
 import type { Limits } from '../../config.ts';
 import { AppError } from '../../domain/errors.ts';
 import { ipBucket } from '../../domain/limits.ts';
-import { limitHeaders, type LimitResult } from '../../limiter/limiter.ts';
+import { hitClient, limitHeaders, type LimitResult } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
 import { authenticate } from '../../services/keys.ts';
 import type { KeyRecord } from '../../store/store.ts';
@@ -15,6 +15,8 @@ export interface Caller {
   bucket: string;
   limits: Limits;
   concurrentWaits: number;
+  /** An anonymous caller's IP: it also counts in its IPv6 /56 and /48 (limiter.ts hitClient). */
+  ip?: string;
   /** The bucket state after this request (for headers and /me). */
   usage?: LimitResult;
 }
@@ -95,7 +97,9 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
   const admit = (request: FastifyRequest, reply: FastifyReply, caller: Caller, done: HookHandlerDoneFunction): void => {
     const now = core.clock.now();
     const counted = (request.routeOptions.config?.quota ?? 'count') === 'count';
-    (counted ? core.limiter.hit(caller.bucket, caller.limits, now) : core.limiter.peek(caller.bucket, caller.limits, now)).then(
+    (caller.ip !== undefined
+      ? hitClient(core.limiter, caller.ip, caller.limits, now, counted)
+      : counted ? core.limiter.hit(caller.bucket, caller.limits, now) : core.limiter.peek(caller.bucket, caller.limits, now)).then(
       (result) => {
         caller.usage = result;
         request.caller = caller;
@@ -109,7 +113,7 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
   /** A malformed, unknown or revoked key: 401, and the attempt counts against the IP. */
   const refuse = (request: FastifyRequest, reply: FastifyReply, err: unknown, done: HookHandlerDoneFunction): void => {
     if (!(err instanceof AppError && err.type === 'unauthorized')) return done(err as Error);
-    core.limiter.hit(ipBucket(request.ip), core.config.anon, core.clock.now()).then((r) => {
+    hitClient(core.limiter, request.ip, core.config.anon, core.clock.now()).then((r) => {
       setLimitHeaders(reply, r);
       done(err);
     }, done);
@@ -130,7 +134,7 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
       return refuse(request, reply, err, done);
     }
     if (raw === undefined) {
-      const anonymous: Caller = { kind: 'anonymous', key: null, bucket: ipBucket(request.ip), limits: core.config.anon, concurrentWaits: 0 };
+      const anonymous: Caller = { kind: 'anonymous', key: null, bucket: ipBucket(request.ip), limits: core.config.anon, concurrentWaits: 0, ip: request.ip };
       return admit(request, reply, anonymous, done);
     }
     // (a key's record comes through the store's read cache: a revocation shows within its 250 ms)

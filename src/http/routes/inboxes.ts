@@ -119,6 +119,10 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
     const header = request.headers['last-event-id'];
     const since = (typeof header === 'string' && header !== '' ? header : request.query.since) ?? null;
     if (since !== null && !isUuid(since)) throw new AppError('invalid_request', `Last-Event-ID / since must be an email id (a UUID), got ${JSON.stringify(since.slice(0, 60))}`);
+    // the node's own bound: as many API event streams as held waits (EPHEMAIL_MAX_HELD_WAITS), counted apart
+    if (streams.size >= core.config.maxHeldWaits) {
+      throw new AppError('too_many_waiters', `This node already holds its maximum of ${core.config.maxHeldWaits} event streams; retry shortly`, { retryAfter: 1 });
+    }
     // the slot is the stream's for its lifetime: released when the stream closes, not when this returns
     const refusal = `This key already holds ${c.concurrentWaits} waiting requests or streams; close one first`;
     await withWaitSlot(core.limiter, core.clock, { bucket: c.bucket, max: c.concurrentWaits, refusal }, EVENT_STREAM_LIFETIME_MS, async (release) => {

@@ -1,7 +1,6 @@
 // /api/v1/keys and /api/v1/me: free API keys and the caller's identity.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
-import { ipBucket } from '../../domain/limits.ts';
 import type { Core } from '../../services/core.ts';
 import { mintKey } from '../../services/keys.ts';
 import { ApiKeySchema, IdentitySchema, toWireKey, toWireLimits } from '../schemas/wire.ts';
@@ -25,7 +24,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, 
       response: { 201: data(Type.Ref(ApiKeySchema), 'The new key'), ...errors('invalid_request', 'unauthorized', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request, reply) => {
-    const minted = await mintKey(core, { label: request.body?.label, contactEmail: request.body?.contact_email }, ipBucket(request.ip));
+    const minted = await mintKey(core, { label: request.body?.label, contactEmail: request.body?.contact_email }, request.ip);
     request.log.info({ key_prefix: minted.record.prefix }, 'api key created');
     reply.code(201);
     return { data: toWireKey(core, minted.apiKey, minted.record) };
