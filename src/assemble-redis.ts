@@ -62,7 +62,7 @@ export async function openRedisBackends(config: Config, log: Logger): Promise<Ba
       'Redis is not reachable; starting degraded (health 503, API 500, SMTP 451) until it answers');
   }
   await checkDurability(main, log);
-  const store = createRedisStore({ client: main, keys, cluster: target.cluster });
+  const store = createRedisStore({ client: main, keys, cluster: target.cluster, minReplicas: config.redisMinReplicas });
   return {
     store,
     limiter: createRedisLimiter({ client: main, keys, log }),

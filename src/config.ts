@@ -32,6 +32,8 @@ export interface Config {
   keysPerIpPerDay: number;
   /** Long-polls one node holds at once, HTTP and MCP together; more get too_many_waiters. */
   maxHeldWaits: number;
+  /** Replicas that must acknowledge each write a 250, a key or a webhook depends on (Redis WAIT); 0: none. */
+  redisMinReplicas: number;
   /** GET /metrics (Prometheus text) on; EPHEMAIL_METRICS=false switches it off. */
   metrics: boolean;
   /** Webhooks: whether loopback/private/link-local receivers are allowed, how many per key, deliveries one node runs at once. */
@@ -78,6 +80,7 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS', type: 'integer', default: '5', meaning: 'long-polls and streams a key holds at once', of: (c) => c.key.concurrentWaits },
   { name: 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', type: 'integer', default: '3', meaning: 'keys one IP may create per 24 hours', of: (c) => c.keysPerIpPerDay },
   { name: 'EPHEMAIL_MAX_HELD_WAITS', type: 'integer', default: '10000', meaning: 'long-polls one node holds at once', of: (c) => c.maxHeldWaits },
+  { name: 'EPHEMAIL_REDIS_MIN_REPLICAS', type: 'integer', default: '0', meaning: 'Redis replicas that must acknowledge a write before a 250 (WAIT); fewer in time: 451', of: (c) => c.redisMinReplicas },
   { name: 'EPHEMAIL_LOG_LEVEL', type: 'string', default: 'info', meaning: 'pino level', of: (c) => c.logLevel },
   { name: 'EPHEMAIL_SMTP_AUTH', type: 'string', default: 'off', meaning: 'off, or accept-any', of: (c) => c.smtpAuth },
   { name: 'EPHEMAIL_SMTP_TLS', type: 'string', default: 'off', meaning: 'off, or self-signed', of: (c) => c.smtpTls.mode },
@@ -222,6 +225,7 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     keysPerIpPerDay: int(env, 'EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY', 3, 0),
     maxHeldWaits: int(env, 'EPHEMAIL_MAX_HELD_WAITS', 10_000, 0),
+    redisMinReplicas: int(env, 'EPHEMAIL_REDIS_MIN_REPLICAS', 0, 0, 16),
     metrics: bool(env, 'EPHEMAIL_METRICS', true),
     webhooks: {
       allowPrivate: bool(env, 'EPHEMAIL_WEBHOOK_ALLOW_PRIVATE', false),

@@ -156,3 +156,32 @@ export function script(client: RedisClient, name: string, source: string, number
   return (keys, args) => fn(...keys, ...args);
 }
 
+
+/** How long a write waits for its replicas (EPHEMAIL_REDIS_MIN_REPLICAS) before it counts as failed. */
+export const REPLICA_WAIT_MS = 2000;
+
+/**
+ * A registered script whose writes must reach `minReplicas` replicas before it resolves: the script
+ * and a WAIT go in one pipeline, so the WAIT runs on the connection (and the master) that ran the
+ * write — on Cluster, the node that owns the script's keys. Fewer acknowledgements within
+ * REPLICA_WAIT_MS fail as unavailable (the sender gets a 451 and retries; the write itself may stay
+ * on the master, which a retry then duplicates rather than loses). minReplicas 0: the plain script.
+ */
+export function replicatedScript(client: RedisClient, name: string, source: string, numberOfKeys: number, minReplicas: number): ScriptRun {
+  const plain = script(client, name, source, numberOfKeys);
+  if (minReplicas <= 0) return plain;
+  return async (keys, args) => {
+    const pipeline = client.pipeline() as unknown as Record<string, (...a: ScriptArg[]) => unknown> & { wait(n: number, ms: number): unknown; exec(): Promise<[Error | null, unknown][] | null> };
+    pipeline[name](...keys, ...args);
+    pipeline.wait(minReplicas, REPLICA_WAIT_MS);
+    const replies = await pipeline.exec();
+    if (!replies) throw new StoreUnavailableError('Redis pipeline aborted');
+    const [[err, result], [waitErr, acks]] = replies;
+    if (err) throw err;
+    if (waitErr) throw waitErr;
+    if (Number(acks) < minReplicas) {
+      throw new StoreUnavailableError(`only ${Number(acks)} of ${minReplicas} Redis replicas acknowledged the write within ${REPLICA_WAIT_MS} ms`);
+    }
+    return result;
+  };
+}

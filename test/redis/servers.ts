@@ -97,33 +97,51 @@ export async function startRedis(options: { appendfsync?: 'always' | 'everysec';
 
 export interface RedisCluster {
   ports: number[];
-  /** redis+cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3 */
+  /** redis+cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3 (the masters as created) */
   url: string;
+  /** Every node process, masters first as created (their roles change after a failover). */
+  nodes: RedisProcess[];
   stop(): Promise<void>;
 }
 
-/** A real 3-master Redis Cluster (no replicas) on loopback, created with `redis-cli --cluster create`. */
-export async function startCluster(masters = 3): Promise<RedisCluster> {
+/**
+ * A real Redis Cluster on loopback, created with `redis-cli --cluster create`: `masters` masters
+ * (3 by default) and `replicas` replicas of each (none by default). With replicas, every node
+ * appends with `appendfsync always` and the node timeout is 1 s, so a killed master fails over fast.
+ */
+export async function startCluster(masters = 3, replicas = 0): Promise<RedisCluster> {
   const nodes: RedisProcess[] = [];
+  const timeout = replicas > 0 ? '1000' : '2000';
   try {
-    for (let i = 0; i < masters; i++) {
-      nodes.push(await startRedis({ extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '2000'] }));
+    for (let i = 0; i < masters * (1 + replicas); i++) {
+      nodes.push(await startRedis({ appendfsync: replicas > 0 ? 'always' : undefined, extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', timeout] }));
     }
-    const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
+    const create = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', String(replicas), '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
     if (create.status !== 0) throw new Error(`redis-cli --cluster create failed: ${create.stdout}\n${create.stderr}`);
     for (const n of nodes) await waitFor(`cluster state ok on :${n.port}`, async () => /cluster_state:ok/.test(cli(n.port, 'CLUSTER', 'INFO').stdout));
+    if (replicas > 0) {
+      // every replica attached and in sync before anyone writes
+      for (const n of nodes.slice(0, masters)) {
+        await waitFor(`${replicas} replica(s) online on :${n.port}`, async () => (cli(n.port, 'INFO', 'replication').stdout.match(/state=online/g) ?? []).length >= replicas);
+      }
+    }
   } catch (err) {
     for (const n of nodes) await n.stop();
     throw err;
   }
+  const ms = nodes.slice(0, masters);
   return {
-    ports: nodes.map((n) => n.port),
-    url: `redis+cluster://${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    ports: ms.map((n) => n.port),
+    url: `redis+cluster://${ms.map((n) => `127.0.0.1:${n.port}`).join(',')}`,
+    nodes,
     async stop() {
       for (const n of nodes) await n.stop();
     },
   };
 }
+
+/** `CLUSTER INFO` / `INFO replication` of one node, as text ('' when it does not answer). */
+export const redisInfo = (port: number, ...section: string[]) => cli(port, ...section).stdout ?? '';
 
 /** Calls `each` with every batch of keys starting with `prefix` (on each master of a cluster). */
 async function scanPrefix(client: Redis | Cluster, prefix: string, each: (node: Redis, keys: string[]) => Promise<void>): Promise<void> {

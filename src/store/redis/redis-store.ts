@@ -4,7 +4,7 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
-import { call, closeClient, closing, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
+import { call, closeClient, closing, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
 import { createRedisWebhooks } from './webhooks.ts';
@@ -25,20 +25,24 @@ export interface RedisStoreOptions {
   cluster: boolean;
   /** Quits the client on close (default true). */
   ownsClient?: boolean;
+  /** Replicas that must acknowledge each write a 250 or a new key depends on (EPHEMAIL_REDIS_MIN_REPLICAS). */
+  minReplicas?: number;
 }
 
 export function createRedisStore(options: RedisStoreOptions): Store {
   const { client, keys: k, cluster } = options;
+  const replicas = options.minReplicas ?? 0;
   const run = {
-    add: script(client, 'ephAddEmails', lua.ADD_EMAILS, 1),
+    // the writes a 250 or a new key depends on wait for their replicas (replicatedScript)
+    add: replicatedScript(client, 'ephAddEmails', lua.ADD_EMAILS, 1, replicas),
     list: script(client, 'ephListEmails', lua.LIST_EMAILS, 1),
     del: script(client, 'ephDeleteEmail', lua.DELETE_EMAIL, 1),
-    addMessage: script(client, 'ephAddMessage', lua.ADD_MESSAGE, 2),
+    addMessage: replicatedScript(client, 'ephAddMessage', lua.ADD_MESSAGE, 2, replicas),
     unref: script(client, 'ephUnrefMessage', lua.UNREF_MESSAGE, 1),
     putViews: script(client, 'ephPutViews', lua.PUT_VIEWS, 1),
     purge: script(client, 'ephPurgeInbox', lua.PURGE_INBOX, 1),
     sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
-    mint: script(client, 'ephMintKey', lua.MINT_KEY, 3),
+    mint: replicatedScript(client, 'ephMintKey', lua.MINT_KEY, 3, replicas),
     revoke: script(client, 'ephRevokeKeys', lua.REVOKE_KEYS, 1),
   };
   /** Slots this node already recorded in `slotsInUse` since its last sweep. */
