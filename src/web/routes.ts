@@ -250,7 +250,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     for await (const c of att.chunks) chunks.push(c);
     return frameHeaders(reply, false)
       .header('content-security-policy', "default-src 'none'; sandbox")
-      .header('cross-origin-resource-policy', 'cross-origin') // the sandboxed frame that shows it is an opaque origin
+      .header('cross-origin-resource-policy', 'cross-origin') // an email's own inline part, public with its email: any embedder may show it
       .header('cache-control', 'private, max-age=3600')
       .type(att.meta.contentType)
       .send(Buffer.concat(chunks));

@@ -23,8 +23,11 @@ export function pageCsp(origin: string): string {
 }
 
 /**
- * The email frame. `sandbox` in the header makes the document an opaque origin with no script
- * even when opened outside the iframe; `default-src 'none'` blocks every fetch (fonts, styles,
+ * The email frame. `sandbox` in the header keeps the document scriptless even when opened outside
+ * the iframe. It is NOT an opaque origin: `allow-same-origin` keeps our origin so that the page's
+ * script can read the frame's size (docs/web.md "What the frame's origin can reach" says why that is
+ * safe: nothing in the frame can run, and every load it may start is listed below);
+ * `default-src 'none'` blocks every fetch (fonts, styles,
  * frames, media, prefetch); images come only from this email's own cid route and data: URLs (never
  * from the rest of our origin: `<img src="/api/v1/…">` would spend the reader's quota), plus http(s)
  * once the reader asks for remote images (the API then refuses image loads itself: Sec-Fetch-Dest).
