@@ -40,6 +40,8 @@ export interface Config {
   smtpAuth: 'off' | 'accept-any';
   /** STARTTLS: off (default), a certificate made at start, or the operator's PEM files. */
   smtpTls: { mode: 'off' } | { mode: 'self-signed' } | { mode: 'files'; certFile: string; keyFile: string };
+  /** Inbound SMTP caps per minute, 0 = off: transactions per client IP (IPv6 /64), messages per recipient address. */
+  smtpCaps: { perIpPerMinute: number; perAddressPerMinute: number };
   logLevel: string;
   /** Secret used to sign MCP session ids; random per process unless set (set it when running several nodes). */
   sessionSecret: string | null;
@@ -83,6 +85,8 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_SMTP_TLS', type: 'string', default: 'off', meaning: 'off, or self-signed', of: (c) => c.smtpTls.mode },
   { name: 'EPHEMAIL_SMTP_TLS_CERT', type: 'path', default: 'unset', meaning: 'PEM certificate for STARTTLS' },
   { name: 'EPHEMAIL_SMTP_TLS_KEY', type: 'path', default: 'unset', meaning: 'PEM key for STARTTLS' },
+  { name: 'EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE', type: 'integer', default: '0', meaning: 'SMTP transactions per client IP per minute (0: off)', of: (c) => c.smtpCaps.perIpPerMinute },
+  { name: 'EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE', type: 'integer', default: '0', meaning: 'messages per recipient address per minute (0: off)', of: (c) => c.smtpCaps.perAddressPerMinute },
   { name: 'EPHEMAIL_METRICS', type: 'boolean', default: 'true', meaning: 'GET /metrics on', of: (c) => c.metrics },
   { name: 'EPHEMAIL_WEBHOOK_ALLOW_PRIVATE', type: 'boolean', default: 'false', meaning: 'webhooks may call private addresses', of: (c) => c.webhooks.allowPrivate },
   { name: 'EPHEMAIL_WEBHOOKS_PER_KEY', type: 'integer', default: '10', meaning: 'webhooks per key', of: (c) => c.webhooks.perKey },
@@ -230,6 +234,10 @@ export function loadConfig(env: Env = process.env): Config {
     },
     smtpAuth: smtpAuth(env),
     smtpTls: smtpTls(env),
+    smtpCaps: Object.freeze({
+      perIpPerMinute: int(env, 'EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE', 0, 0),
+      perAddressPerMinute: int(env, 'EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE', 0, 0),
+    }),
     logLevel,
     sessionSecret: sessionSecret(env),
     maxAttachmentBytes: 5 * 1024 * 1024,

@@ -38,3 +38,11 @@ test('a bad value names its variable', () => {
   assert.throws(() => loadConfig({ EPHEMAIL_DOMAINS: 'not a domain' }), /EPHEMAIL_DOMAINS/);
   assert.throws(() => loadConfig({ EPHEMAIL_STORE: 'mysql://x' }), /EPHEMAIL_STORE/);
 });
+
+test('EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE / _PER_ADDRESS_PER_MINUTE: off (0) unless set', () => {
+  assert.deepEqual({ ...loadConfig({}).smtpCaps }, { perIpPerMinute: 0, perAddressPerMinute: 0 });
+  const c = loadConfig({ EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE: '30', EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: '10' });
+  assert.deepEqual({ ...c.smtpCaps }, { perIpPerMinute: 30, perAddressPerMinute: 10 });
+  assert.throws(() => loadConfig({ EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE: '-1' }), /EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE/);
+  assert.throws(() => loadConfig({ EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: 'lots' }), /EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE/);
+});

@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
-import { createHoldCounter } from '../domain/limits.ts';
+import { createHoldCounter, ipBucket } from '../domain/limits.ts';
 import { StoreFullError, StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { ingest } from '../services/ingest.ts';
@@ -114,6 +114,9 @@ export async function createSmtpReceiverWithTls(core: Core, overrides: Partial<S
 export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}, tls: { key: string | Buffer; cert: string | Buffer } | null = null): SmtpListener {
   const { config } = core;
   const limits: SmtpLimits = { ...DEFAULT_SMTP_LIMITS, ...overrides };
+  // inbound caps (off at 0): minute windows in the shared limiter, so every node counts together
+  const ipCap = config.smtpCaps.perIpPerMinute ? { perMinute: config.smtpCaps.perIpPerMinute, perDay: Infinity } : null;
+  const addressCap = config.smtpCaps.perAddressPerMinute ? { perMinute: config.smtpCaps.perAddressPerMinute, perDay: Infinity } : null;
   const perClient = createHoldCounter({ perAddress: limits.maxPerIp, per56: limits.maxPer56, per48: limits.maxPer48 });
   let inflightBytes = 0;
   let running = false;
@@ -189,7 +192,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
 
     onConnect(session, callback) {
       const release = perClient.take(session.remoteAddress);
-      if (!release) return callback(smtpError(421, '4.7.0 Too many connections from your address or network, try again later'));
+      if (!release) {
+        core.log.info({ client: session.remoteAddress }, 'SMTP connection refused: too many open from this client');
+        return callback(smtpError(421, '4.7.0 Too many connections from your address or network, try again later'));
+      }
       const tracked = session as Tracked;
       tracked.release = release;
       armDeadline(tracked, limits.sessionMs);
@@ -201,11 +207,15 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       tracked.release?.();
       tracked.release = undefined;
     },
-    onMailFrom(address, _session, callback) {
+    onMailFrom(address, session, callback) {
       if (/[\r\n\u0000]/.test(address.address)) return callback(smtpError(501, '5.1.7 Bad sender address syntax'));
-      callback();
+      if (!ipCap) return callback();
+      const client = session.remoteAddress;
+      capped(`smtp-ip:${ipBucket(client)}`, ipCap, 'ip', { client }, (retry) =>
+        smtpError(451, `4.7.1 Too much mail from your address: at most ${ipCap.perMinute} messages a minute, try again in ${retry} s`),
+      ).then(callback);
     },
-    onRcptTo(address, _session, callback) {
+    onRcptTo(address, session, callback) {
       const raw = address.address;
       if (/[\r\n\u0000]/.test(raw)) return callback(smtpError(501, '5.1.3 Bad recipient address syntax'));
       const parsed = parseAddress(raw);
@@ -213,7 +223,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       if (!config.domains.includes(parsed.domain)) {
         return callback(smtpError(550, `5.1.2 This service does not accept mail for ${parsed.domain}; active domains: ${config.domains.join(', ')}`));
       }
-      callback();
+      if (!addressCap) return callback();
+      capped(`smtp-rcpt:${parsed.address}`, addressCap, 'address', { client: session.remoteAddress, recipient: parsed.address }, (retry) =>
+        smtpError(452, `4.2.2 ${parsed.address} is receiving too much mail: at most ${addressCap.perMinute} messages a minute, try again in ${retry} s`),
+      ).then(callback);
     },
     onData(stream: SMTPServerDataStream, session, reply) {
       let chunks: Buffer[] = [];
@@ -272,7 +285,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
           .then((summary) => ingest(core, summary, recipients, mailedBy))
           .then(
             (stored) => {
-              core.log.info({ id: stored[0]?.id, recipients: stored.length, bytes: size, from: mailFrom ? mailFrom.address : null }, 'mail received');
+              core.log.info({ id: stored[0]?.id, recipients: stored.length, bytes: size, from: mailFrom ? mailFrom.address : null, client: session.remoteAddress }, 'mail received');
               callback(null, `2.0.0 Ok: stored ${stored.length === 1 ? `as ${stored[0].id}` : `${stored.length} copies`}`);
             },
             (err) => {
@@ -284,6 +297,23 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     },
   });
   server.on('error', (err) => core.log.warn({ err }, 'smtp connection error'));
+
+  /**
+   * Counts one against an inbound cap; resolves with the error to answer (past the cap, or the
+   * limiter unreachable: temporary either way) or undefined to go on.
+   */
+  async function capped(bucket: string, cap: { perMinute: number; perDay: number }, name: 'ip' | 'address', fields: Record<string, string>, refusal: (retrySeconds: number) => SmtpError): Promise<SmtpError | undefined> {
+    try {
+      const r = await core.limiter.hit(bucket, cap, core.clock.now());
+      if (r.allowed) return undefined;
+      core.metrics?.smtpCapped.inc({ cap: name });
+      core.log.info({ ...fields, cap: name, per_minute: cap.perMinute }, 'SMTP mail deferred: inbound cap reached');
+      return refusal(r.retryAfterSeconds);
+    } catch (err) {
+      core.log.error({ err }, 'SMTP inbound cap could not be counted; answered with a temporary error');
+      return smtpReplyFor(err);
+    }
+  }
 
   return {
     server,
