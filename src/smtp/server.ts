@@ -10,6 +10,7 @@ import { StoreFullError, StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { ingest } from '../services/ingest.ts';
 import { createParsePool } from './parse-pool.ts';
+import { installProxyFront, peerMatcher } from './proxy-protocol.ts';
 
 export const MAX_RECIPIENTS = 100;
 /** Messages up to this size may be summarized on the event loop (a linear scan: tens of µs). */
@@ -28,6 +29,8 @@ export interface SmtpLimits {
   sessionMs: number;
   /** Idle timeout while the client owes input (smtp-server socketTimeout); 421 after it. */
   idleMs: number;
+  /** With EPHEMAIL_SMTP_PROXY_PROTOCOL: how long a balancer may take to send its header; 421 after it. */
+  proxyHeaderMs: number;
 }
 
 export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
@@ -37,6 +40,7 @@ export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
   maxPer48: 100,
   sessionMs: 10 * 60_000,
   idleMs: 60_000,
+  proxyHeaderMs: 5_000,
 });
 
 /** The parts of smtp-server's connection object the session deadline looks at. */
@@ -315,6 +319,20 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     }
   }
 
+  // Behind a TCP balancer: its connections start with a PROXY header naming the client, which
+  // smtp-server then sees as the connection's address (caps, logs); other peers connect as before.
+  const front = config.smtpProxyProtocol.length === 0 ? null : installProxyFront(server.server, {
+    trusted: peerMatcher(config.smtpProxyProtocol),
+    headerMs: limits.proxyHeaderMs,
+    maxPending: limits.maxClients,
+    accept(socket, client) {
+      core.log.debug({ peer: socket.remoteAddress, client: client?.address ?? null }, 'SMTP connection through a PROXY protocol balancer');
+      server.connect(socket, client ? { remoteAddress: client.address, remotePort: client.port } : {});
+    },
+    acceptDirect: (socket) => server.connect(socket, {}),
+    refused: (peer, reason) => core.log.warn({ peer, reason }, 'SMTP connection refused: PROXY protocol header'),
+  });
+
   return {
     server,
     get running() {
@@ -336,6 +354,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         if (!running) return resolve();
         running = false;
         server.close(() => void parsePool.close().then(resolve, resolve));
+        front?.close();
       });
     },
   };

@@ -28,12 +28,18 @@ export class SmtpClient {
     socket.on('error', () => undefined);
   }
 
-  static async open(port: number, host = '127.0.0.1'): Promise<{ client: SmtpClient; greeting: Reply }> {
-    const socket = connect({ port, host });
+  /** `localAddress`: the client's own address (any of 127/8 on loopback, to be another peer). */
+  static async open(port: number, host = '127.0.0.1', localAddress?: string): Promise<{ client: SmtpClient; greeting: Reply }> {
+    const socket = connect({ port, host, localAddress });
     await new Promise<void>((resolve, reject) => {
       socket.once('connect', resolve);
       socket.once('error', reject);
     });
+    return SmtpClient.attach(socket);
+  }
+
+  /** A client on a socket already connected (and perhaps already written to); waits for the greeting. */
+  static async attach(socket: Socket): Promise<{ client: SmtpClient; greeting: Reply }> {
     const client = new SmtpClient(socket);
     const greeting = await client.read();
     return { client, greeting };
