@@ -33,6 +33,13 @@ async function serve(config: Config): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // SIGHUP re-reads the STARTTLS certificate files (they are also re-read when they change)
+  process.on('SIGHUP', () => {
+    service.smtp.reloadTls('SIGHUP').then(
+      (outcome) => log.info({ signal: 'SIGHUP', outcome }, outcome === 'off' ? 'SIGHUP: no STARTTLS certificate files to re-read' : `SIGHUP: STARTTLS certificate ${outcome}`),
+      (err) => log.error({ err }, 'SIGHUP: re-reading the STARTTLS certificate failed'),
+    );
+  });
   try {
     const urls = await service.start();
     if (process.stdout.isTTY) console.log(banner(config, service.core.baseUrl(), urls.smtp));

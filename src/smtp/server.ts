@@ -1,6 +1,7 @@
 // The SMTP receiver (smtp-server): catch-all for the active domains, no AUTH, SIZE enforced while
 // streaming, and a 250 only after the store made every copy durable. Reply codes come from
 // smtpReplyFor(), the one translator of errors to SMTP.
+import { X509Certificate } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
@@ -11,6 +12,7 @@ import type { Core } from '../services/core.ts';
 import { ingest } from '../services/ingest.ts';
 import { createParsePool } from './parse-pool.ts';
 import { installProxyFront, peerMatcher } from './proxy-protocol.ts';
+import { createCertificateReloader, type CertificateReloader, type ReloadOutcome } from './tls-reload.ts';
 
 export const MAX_RECIPIENTS = 100;
 /** Messages up to this size may be summarized on the event loop (a linear scan: tens of µs). */
@@ -94,17 +96,32 @@ export interface SmtpListener {
   listen(port: number, host: string): Promise<AddressInfo>;
   /** Stops accepting; waits for transactions in flight (bounded). */
   close(): Promise<void>;
+  /**
+   * Re-reads the operator's STARTTLS files now (SIGHUP); 'off' without such files. They are also
+   * re-read when they change.
+   */
+  reloadTls(reason: string): Promise<ReloadOutcome | 'off'>;
+  /** When the certificate new STARTTLS sessions get expires (ms since the epoch); null without TLS. */
+  tlsNotAfter(): number | null;
   readonly running: boolean;
   readonly server: SMTPServer;
 }
 
+/** STARTTLS material; `files` (the operator's PEM files) are watched and re-read when they change. */
+export interface SmtpTls {
+  key: string | Buffer;
+  cert: string | Buffer;
+  /** Tests set the poll interval and the quiet time after a directory event (tls-reload.ts). */
+  files?: { certFile: string; keyFile: string; pollMs?: number; settleMs?: number };
+}
+
 /** TLS material for STARTTLS: the operator's files, or a certificate made now for the first domain. */
-async function tlsOptions(config: Core['config']): Promise<{ key: string | Buffer; cert: string | Buffer } | null> {
+async function tlsOptions(config: Core['config']): Promise<SmtpTls | null> {
   const tls = config.smtpTls;
   if (tls.mode === 'off') return null;
   if (tls.mode === 'files') {
     const { readFileSync } = await import('node:fs');
-    return { key: readFileSync(tls.keyFile), cert: readFileSync(tls.certFile) };
+    return { key: readFileSync(tls.keyFile), cert: readFileSync(tls.certFile), files: { certFile: tls.certFile, keyFile: tls.keyFile } };
   }
   const selfsigned = (await import('selfsigned')).default as unknown as { generate(attrs: { name: string; value: string }[], opts: Record<string, unknown>): Promise<{ private: string; cert: string }> };
   const pems = await selfsigned.generate([{ name: 'commonName', value: config.domains[0] }], { days: 365, keySize: 2048, algorithm: 'sha256', extensions: [{ name: 'subjectAltName', altNames: config.domains.map((d) => ({ type: 2, value: d })) }] });
@@ -115,7 +132,7 @@ export async function createSmtpReceiverWithTls(core: Core, overrides: Partial<S
   return createSmtpReceiver(core, overrides, await tlsOptions(core.config));
 }
 
-export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}, tls: { key: string | Buffer; cert: string | Buffer } | null = null): SmtpListener {
+export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}, tls: SmtpTls | null = null): SmtpListener {
   const { config } = core;
   const limits: SmtpLimits = { ...DEFAULT_SMTP_LIMITS, ...overrides };
   // inbound caps (off at 0): minute windows in the shared limiter, so every node counts together
@@ -333,6 +350,25 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     refused: (peer, reason) => core.log.warn({ peer, reason }, 'SMTP connection refused: PROXY protocol header'),
   });
 
+  // The operator's files: re-read when they change; new STARTTLS sessions get the new pair.
+  const reloader: CertificateReloader | null = !tls?.files ? null : createCertificateReloader({
+    certFile: tls.files.certFile,
+    keyFile: tls.files.keyFile,
+    initial: { key: Buffer.from(tls.key), cert: Buffer.from(tls.cert) },
+    apply: (pair) => server.updateSecureContext({ key: pair.key, cert: pair.cert }),
+    log: core.log,
+    pollMs: tls.files.pollMs,
+    settleMs: tls.files.settleMs,
+  });
+  let tlsNotAfter: number | null = null;
+  if (tls) {
+    try {
+      tlsNotAfter = new Date(new X509Certificate(tls.cert).validTo).getTime();
+    } catch {
+      tlsNotAfter = null;
+    }
+  }
+
   return {
     server,
     get running() {
@@ -349,7 +385,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         });
       });
     },
+    reloadTls: async (reason) => (reloader ? reloader.check(reason) : 'off'),
+    tlsNotAfter: () => reloader?.current?.notAfter.getTime() ?? tlsNotAfter,
     close() {
+      reloader?.close();
       return new Promise((resolve) => {
         if (!running) return resolve();
         running = false;

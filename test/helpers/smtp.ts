@@ -1,6 +1,7 @@
 // A raw SMTP client over node:net for tests that need to see the dialogue (EHLO extensions, reply
 // codes, pipelining) that nodemailer hides.
 import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 
 export interface Reply {
   code: number;
@@ -81,6 +82,23 @@ export class SmtpClient {
         resolve(r);
       });
     });
+  }
+
+  /**
+   * STARTTLS: on its 220 the connection is wrapped in TLS (any certificate accepted); the returned
+   * client talks over TLS, and `tls` shows what the server presented (getPeerCertificate()).
+   */
+  async startTls(servername = 'ephemail.test'): Promise<{ client: SmtpClient; tls: TLSSocket; reply: Reply }> {
+    const reply = await this.cmd('STARTTLS');
+    if (reply.code !== 220) throw new Error(`STARTTLS refused: ${reply.code} ${reply.text}`);
+    this.socket.removeAllListeners('data');
+    this.socket.removeAllListeners('close');
+    const tls = tlsConnect({ socket: this.socket, rejectUnauthorized: false, servername });
+    await new Promise<void>((resolve, reject) => {
+      tls.once('secureConnect', resolve);
+      tls.once('error', reject);
+    });
+    return { client: new SmtpClient(tls), tls, reply };
   }
 
   write(data: string | Buffer): void {
