@@ -42,6 +42,13 @@ export interface Config {
   smtpAuth: 'off' | 'accept-any';
   /** STARTTLS: off (default), a certificate made at start, or the operator's PEM files. */
   smtpTls: { mode: 'off' } | { mode: 'self-signed' } | { mode: 'files'; certFile: string; keyFile: string };
+  /**
+   * Peers (addresses and CIDR blocks) whose SMTP connections start with a PROXY protocol v1/v2
+   * header naming the client; empty: no PROXY protocol (docs/deploy.md).
+   */
+  smtpProxyProtocol: readonly string[];
+  /** Inbound SMTP caps per minute, 0 = off: transactions per client IP (IPv6 /64), messages per recipient address. */
+  smtpCaps: { perIpPerMinute: number; perAddressPerMinute: number };
   logLevel: string;
   /** Secret used to sign MCP session ids; random per process unless set (set it when running several nodes). */
   sessionSecret: string | null;
@@ -86,6 +93,9 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_SMTP_TLS', type: 'string', default: 'off', meaning: 'off, or self-signed', of: (c) => c.smtpTls.mode },
   { name: 'EPHEMAIL_SMTP_TLS_CERT', type: 'path', default: 'unset', meaning: 'PEM certificate for STARTTLS' },
   { name: 'EPHEMAIL_SMTP_TLS_KEY', type: 'path', default: 'unset', meaning: 'PEM key for STARTTLS' },
+  { name: 'EPHEMAIL_SMTP_PROXY_PROTOCOL', type: 'list', default: 'unset', meaning: 'balancers (addresses, CIDR blocks) that send a PROXY protocol header' },
+  { name: 'EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE', type: 'integer', default: '0', meaning: 'SMTP transactions per client IP per minute (0: off)', of: (c) => c.smtpCaps.perIpPerMinute },
+  { name: 'EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE', type: 'integer', default: '0', meaning: 'messages per recipient address per minute (0: off)', of: (c) => c.smtpCaps.perAddressPerMinute },
   { name: 'EPHEMAIL_METRICS', type: 'boolean', default: 'true', meaning: 'GET /metrics on', of: (c) => c.metrics },
   { name: 'EPHEMAIL_WEBHOOK_ALLOW_PRIVATE', type: 'boolean', default: 'false', meaning: 'webhooks may call private addresses', of: (c) => c.webhooks.allowPrivate },
   { name: 'EPHEMAIL_WEBHOOKS_PER_KEY', type: 'integer', default: '10', meaning: 'webhooks per key', of: (c) => c.webhooks.perKey },
@@ -140,6 +150,23 @@ function trustProxy(env: Env): false | readonly string[] {
     if (bits !== undefined && !(/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128))) throw new ConfigError('EPHEMAIL_TRUST_PROXY', raw, expected);
   }
   return Object.freeze(list);
+}
+
+/** EPHEMAIL_SMTP_PROXY_PROTOCOL: the balancers' addresses and CIDR blocks (one or more), or unset. */
+function smtpProxyProtocol(env: Env): readonly string[] {
+  const raw = env.EPHEMAIL_SMTP_PROXY_PROTOCOL?.trim() ?? '';
+  if (raw === '') return Object.freeze([]);
+  const list = raw.split(',').map((x) => x.trim()).filter(Boolean);
+  const expected = 'a comma-separated list of the balancers\' IP addresses and CIDR blocks (e.g. 10.0.0.0/8,fd00::/8)';
+  if (list.length === 0 || !list.every(isCidr)) throw new ConfigError('EPHEMAIL_SMTP_PROXY_PROTOCOL', raw, expected);
+  return Object.freeze(list);
+}
+
+function isCidr(entry: string): boolean {
+  const [addr, bits, extra] = entry.split('/');
+  const family = isIP(addr);
+  if (!family || extra !== undefined) return false;
+  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
 }
 
 function smtpAuth(env: Env): Config['smtpAuth'] {
@@ -234,6 +261,11 @@ export function loadConfig(env: Env = process.env): Config {
     },
     smtpAuth: smtpAuth(env),
     smtpTls: smtpTls(env),
+    smtpProxyProtocol: smtpProxyProtocol(env),
+    smtpCaps: Object.freeze({
+      perIpPerMinute: int(env, 'EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE', 0, 0),
+      perAddressPerMinute: int(env, 'EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE', 0, 0),
+    }),
     logLevel,
     sessionSecret: sessionSecret(env),
     maxAttachmentBytes: 5 * 1024 * 1024,

@@ -10,6 +10,13 @@ const USAGE = `Usage:
   ephemail keys revoke <prefix>  revoke every key whose prefix starts with <prefix>
 Configuration is read from EPHEMAIL_* environment variables (see README).`;
 
+const SIGHUP_SAYS = {
+  off: 'SIGHUP: no STARTTLS certificate files to re-read',
+  unchanged: 'SIGHUP: STARTTLS certificate unchanged',
+  reloaded: 'SIGHUP: STARTTLS certificate reloaded',
+  failed: 'SIGHUP: STARTTLS certificate not reloaded (the error is logged); the one in use stays',
+} as const;
+
 async function serve(config: Config): Promise<void> {
   const service = await assemble(config);
   const { log } = service.core;
@@ -33,6 +40,13 @@ async function serve(config: Config): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // SIGHUP re-reads the STARTTLS certificate files (they are also re-read when they change)
+  process.on('SIGHUP', () => {
+    service.smtp.reloadTls('SIGHUP').then(
+      (outcome) => log.info({ signal: 'SIGHUP', outcome }, SIGHUP_SAYS[outcome]),
+      (err) => log.error({ err }, 'SIGHUP: re-reading the STARTTLS certificate failed'),
+    );
+  });
   try {
     const urls = await service.start();
     if (process.stdout.isTTY) console.log(banner(config, service.core.baseUrl(), urls.smtp));

@@ -11,6 +11,7 @@ export interface Metrics {
   smtpRefused: Counter<'reason'>;
   smtpBytes: Counter;
   smtpAckSeconds: Histogram;
+  smtpCapped: Counter<'cap'>;
   httpRequests: Counter<'method' | 'route' | 'status'>;
   derivationSeconds: Histogram<'outcome'>;
   storeSeconds: Histogram<'op'>;
@@ -29,6 +30,7 @@ export function createMetrics(): Metrics {
     smtpRefused: new Counter({ name: 'ephemail_smtp_messages_refused_total', help: 'Messages refused after DATA, by reason', labelNames: ['reason'], registers: [registry] }),
     smtpBytes: new Counter({ name: 'ephemail_smtp_received_bytes_total', help: 'Bytes of accepted messages', registers: [registry] }),
     smtpAckSeconds: new Histogram({ name: 'ephemail_smtp_ack_seconds', help: 'Time from the end of DATA to the 250 (summary, durable store, wake-ups)', buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: [registry] }),
+    smtpCapped: new Counter({ name: 'ephemail_smtp_capped_total', help: 'MAIL FROM (cap ip, 451 4.7.1) and RCPT (cap address, 452 4.2.2) deferred by the inbound caps', labelNames: ['cap'], registers: [registry] }),
     httpRequests: new Counter({ name: 'ephemail_http_requests_total', help: 'HTTP requests by method, matched route pattern and status', labelNames: ['method', 'route', 'status'], registers: [registry] }),
     derivationSeconds: new Histogram({ name: 'ephemail_derivation_seconds', help: 'Time to derive a message\'s views (parse, sanitize, text, codes, links) in a worker, by outcome', labelNames: ['outcome'], buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [registry] }),
     storeSeconds: new Histogram({ name: 'ephemail_store_operation_seconds', help: 'Store operation latency by operation', labelNames: ['op'], buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers: [registry] }),

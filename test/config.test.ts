@@ -38,3 +38,20 @@ test('a bad value names its variable', () => {
   assert.throws(() => loadConfig({ EPHEMAIL_DOMAINS: 'not a domain' }), /EPHEMAIL_DOMAINS/);
   assert.throws(() => loadConfig({ EPHEMAIL_STORE: 'mysql://x' }), /EPHEMAIL_STORE/);
 });
+
+test('EPHEMAIL_SMTP_PROXY_PROTOCOL: unset is off; a list of addresses and CIDR blocks; anything else names the variable', () => {
+  assert.deepEqual(loadConfig({}).smtpProxyProtocol, []);
+  assert.deepEqual(loadConfig({ EPHEMAIL_SMTP_PROXY_PROTOCOL: '' }).smtpProxyProtocol, []);
+  assert.deepEqual(loadConfig({ EPHEMAIL_SMTP_PROXY_PROTOCOL: ' 10.0.0.0/8, 192.0.2.7,fd00::/8 ' }).smtpProxyProtocol, ['10.0.0.0/8', '192.0.2.7', 'fd00::/8']);
+  for (const bad of ['true', 'lb.example.com', '10.0.0.0/33', '::1/129', '10.0.0.1/8/1', ',', '10.0.0.0/x']) {
+    assert.throws(() => loadConfig({ EPHEMAIL_SMTP_PROXY_PROTOCOL: bad }), (e: Error) => e instanceof ConfigError && e.message.includes('EPHEMAIL_SMTP_PROXY_PROTOCOL'), bad);
+  }
+});
+
+test('EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE / _PER_ADDRESS_PER_MINUTE: off (0) unless set', () => {
+  assert.deepEqual({ ...loadConfig({}).smtpCaps }, { perIpPerMinute: 0, perAddressPerMinute: 0 });
+  const c = loadConfig({ EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE: '30', EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: '10' });
+  assert.deepEqual({ ...c.smtpCaps }, { perIpPerMinute: 30, perAddressPerMinute: 10 });
+  assert.throws(() => loadConfig({ EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE: '-1' }), /EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE/);
+  assert.throws(() => loadConfig({ EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: 'lots' }), /EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE/);
+});

@@ -21,7 +21,11 @@ export interface LimitResult {
 }
 
 export interface Limiter {
-  /** Counts one request against the bucket and says whether it is admitted. */
+  /**
+   * Counts one request against the bucket and says whether it is admitted. `perDay: Infinity`: a
+   * minute window only (no day counter is kept: buckets of many short-lived names, such as SMTP
+   * recipient addresses, cost one key that lives two minutes).
+   */
   hit(bucket: string, limits: Limits, now: number): Promise<LimitResult>;
   /** The bucket's state without counting anything. */
   peek(bucket: string, limits: Limits, now: number): Promise<LimitResult>;

@@ -42,7 +42,8 @@ export function createMemoryLimiter(): Limiter {
       const day = Math.floor(now / DAY_MS);
       const usedMinute = incr(`m:${bucket}`, minute);
       if (usedMinute > limits.perMinute) return limitResult(limits, usedMinute, read(`d:${bucket}`, day), now, true);
-      const usedDay = incr(`d:${bucket}`, day);
+      // a bucket without a day window (perDay: Infinity) keeps no day counter
+      const usedDay = Number.isFinite(limits.perDay) ? incr(`d:${bucket}`, day) : 0;
       return limitResult(limits, usedMinute, usedDay, now, true);
     },
     async peek(bucket: string, limits: Limits, now: number) {

@@ -2,11 +2,13 @@
 
 /**
  * Limiter hit. KEYS: the bucket's minute counter, its day counter. ARGV: perMinute, minute TTL ms,
- * day TTL ms. A request over the minute limit does not count against the day. Returns {minute, day}.
+ * day TTL ms, and '0' for a bucket without a day window (no day key is written). A request over the
+ * minute limit does not count against the day. Returns {minute, day}.
  */
 export const LIMIT_HIT = `
 local m = redis.call('INCR', KEYS[1])
 if m == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if ARGV[4] == '0' then return {m, 0} end
 if m > tonumber(ARGV[1]) then return {m, tonumber(redis.call('GET', KEYS[2]) or '0')} end
 local d = redis.call('INCR', KEYS[2])
 if d == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end

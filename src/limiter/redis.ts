@@ -29,7 +29,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
   return {
     async hit(bucket: string, limits: Limits, now: number) {
       const [m, d] = counters(bucket, now);
-      const [usedMinute, usedDay] = (await call(() => limitHit([m, d], [limits.perMinute, 2 * MINUTE_MS, 2 * DAY_MS]))) as [number, number];
+      const [usedMinute, usedDay] = (await call(() => limitHit([m, d], [limits.perMinute, 2 * MINUTE_MS, 2 * DAY_MS, Number.isFinite(limits.perDay) ? 1 : 0]))) as [number, number];
       return limitResult(limits, usedMinute, usedDay, now, true);
     },
     /**

@@ -1,15 +1,18 @@
 // The SMTP receiver (smtp-server): catch-all for the active domains, no AUTH, SIZE enforced while
 // streaming, and a 250 only after the store made every copy durable. Reply codes come from
 // smtpReplyFor(), the one translator of errors to SMTP.
+import { X509Certificate } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
-import { createHoldCounter } from '../domain/limits.ts';
+import { createHoldCounter, ipBucket } from '../domain/limits.ts';
 import { StoreFullError, StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import { ingest } from '../services/ingest.ts';
 import { createParsePool } from './parse-pool.ts';
+import { installProxyFront, peerMatcher } from './proxy-protocol.ts';
+import { createCertificateReloader, type CertificateReloader, type ReloadOutcome } from './tls-reload.ts';
 
 export const MAX_RECIPIENTS = 100;
 /** Messages up to this size may be summarized on the event loop (a linear scan: tens of µs). */
@@ -28,6 +31,8 @@ export interface SmtpLimits {
   sessionMs: number;
   /** Idle timeout while the client owes input (smtp-server socketTimeout); 421 after it. */
   idleMs: number;
+  /** With EPHEMAIL_SMTP_PROXY_PROTOCOL: how long a balancer may take to send its header; 421 after it. */
+  proxyHeaderMs: number;
 }
 
 export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
@@ -37,6 +42,7 @@ export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
   maxPer48: 100,
   sessionMs: 10 * 60_000,
   idleMs: 60_000,
+  proxyHeaderMs: 5_000,
 });
 
 /** The parts of smtp-server's connection object the session deadline looks at. */
@@ -90,17 +96,32 @@ export interface SmtpListener {
   listen(port: number, host: string): Promise<AddressInfo>;
   /** Stops accepting; waits for transactions in flight (bounded). */
   close(): Promise<void>;
+  /**
+   * Re-reads the operator's STARTTLS files now (SIGHUP); 'off' without such files. They are also
+   * re-read when they change.
+   */
+  reloadTls(reason: string): Promise<ReloadOutcome | 'off'>;
+  /** When the certificate new STARTTLS sessions get expires (ms since the epoch); null without TLS. */
+  tlsNotAfter(): number | null;
   readonly running: boolean;
   readonly server: SMTPServer;
 }
 
+/** STARTTLS material; `files` (the operator's PEM files) are watched and re-read when they change. */
+export interface SmtpTls {
+  key: string | Buffer;
+  cert: string | Buffer;
+  /** Tests set the poll interval and the quiet time after a directory event (tls-reload.ts). */
+  files?: { certFile: string; keyFile: string; pollMs?: number; settleMs?: number };
+}
+
 /** TLS material for STARTTLS: the operator's files, or a certificate made now for the first domain. */
-async function tlsOptions(config: Core['config']): Promise<{ key: string | Buffer; cert: string | Buffer } | null> {
+async function tlsOptions(config: Core['config']): Promise<SmtpTls | null> {
   const tls = config.smtpTls;
   if (tls.mode === 'off') return null;
   if (tls.mode === 'files') {
     const { readFileSync } = await import('node:fs');
-    return { key: readFileSync(tls.keyFile), cert: readFileSync(tls.certFile) };
+    return { key: readFileSync(tls.keyFile), cert: readFileSync(tls.certFile), files: { certFile: tls.certFile, keyFile: tls.keyFile } };
   }
   const selfsigned = (await import('selfsigned')).default as unknown as { generate(attrs: { name: string; value: string }[], opts: Record<string, unknown>): Promise<{ private: string; cert: string }> };
   const pems = await selfsigned.generate([{ name: 'commonName', value: config.domains[0] }], { days: 365, keySize: 2048, algorithm: 'sha256', extensions: [{ name: 'subjectAltName', altNames: config.domains.map((d) => ({ type: 2, value: d })) }] });
@@ -111,9 +132,12 @@ export async function createSmtpReceiverWithTls(core: Core, overrides: Partial<S
   return createSmtpReceiver(core, overrides, await tlsOptions(core.config));
 }
 
-export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}, tls: { key: string | Buffer; cert: string | Buffer } | null = null): SmtpListener {
+export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = {}, tls: SmtpTls | null = null): SmtpListener {
   const { config } = core;
   const limits: SmtpLimits = { ...DEFAULT_SMTP_LIMITS, ...overrides };
+  // inbound caps (off at 0): minute windows in the shared limiter, so every node counts together
+  const ipCap = config.smtpCaps.perIpPerMinute ? { perMinute: config.smtpCaps.perIpPerMinute, perDay: Infinity } : null;
+  const addressCap = config.smtpCaps.perAddressPerMinute ? { perMinute: config.smtpCaps.perAddressPerMinute, perDay: Infinity } : null;
   const perClient = createHoldCounter({ perAddress: limits.maxPerIp, per56: limits.maxPer56, per48: limits.maxPer48 });
   let inflightBytes = 0;
   let running = false;
@@ -189,7 +213,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
 
     onConnect(session, callback) {
       const release = perClient.take(session.remoteAddress);
-      if (!release) return callback(smtpError(421, '4.7.0 Too many connections from your address or network, try again later'));
+      if (!release) {
+        core.log.info({ client: session.remoteAddress }, 'SMTP connection refused: too many open from this client');
+        return callback(smtpError(421, '4.7.0 Too many connections from your address or network, try again later'));
+      }
       const tracked = session as Tracked;
       tracked.release = release;
       armDeadline(tracked, limits.sessionMs);
@@ -201,11 +228,15 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       tracked.release?.();
       tracked.release = undefined;
     },
-    onMailFrom(address, _session, callback) {
+    onMailFrom(address, session, callback) {
       if (/[\r\n\u0000]/.test(address.address)) return callback(smtpError(501, '5.1.7 Bad sender address syntax'));
-      callback();
+      if (!ipCap) return callback();
+      const client = session.remoteAddress;
+      capped(`smtp-ip:${ipBucket(client)}`, ipCap, 'ip', { client }, (retry) =>
+        smtpError(451, `4.7.1 Too much mail from your address: at most ${ipCap.perMinute} messages a minute, try again in ${retry} s`),
+      ).then(callback);
     },
-    onRcptTo(address, _session, callback) {
+    onRcptTo(address, session, callback) {
       const raw = address.address;
       if (/[\r\n\u0000]/.test(raw)) return callback(smtpError(501, '5.1.3 Bad recipient address syntax'));
       const parsed = parseAddress(raw);
@@ -213,7 +244,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       if (!config.domains.includes(parsed.domain)) {
         return callback(smtpError(550, `5.1.2 This service does not accept mail for ${parsed.domain}; active domains: ${config.domains.join(', ')}`));
       }
-      callback();
+      if (!addressCap) return callback();
+      capped(`smtp-rcpt:${parsed.address}`, addressCap, 'address', { client: session.remoteAddress, recipient: parsed.address }, (retry) =>
+        smtpError(452, `4.2.2 ${parsed.address} is receiving too much mail: at most ${addressCap.perMinute} messages a minute, try again in ${retry} s`),
+      ).then(callback);
     },
     onData(stream: SMTPServerDataStream, session, reply) {
       let chunks: Buffer[] = [];
@@ -272,7 +306,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
           .then((summary) => ingest(core, summary, recipients, mailedBy))
           .then(
             (stored) => {
-              core.log.info({ id: stored[0]?.id, recipients: stored.length, bytes: size, from: mailFrom ? mailFrom.address : null }, 'mail received');
+              core.log.info({ id: stored[0]?.id, recipients: stored.length, bytes: size, from: mailFrom ? mailFrom.address : null, client: session.remoteAddress }, 'mail received');
               callback(null, `2.0.0 Ok: stored ${stored.length === 1 ? `as ${stored[0].id}` : `${stored.length} copies`}`);
             },
             (err) => {
@@ -284,6 +318,56 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     },
   });
   server.on('error', (err) => core.log.warn({ err }, 'smtp connection error'));
+
+  /**
+   * Counts one against an inbound cap; resolves with the error to answer (past the cap, or the
+   * limiter unreachable: temporary either way) or undefined to go on.
+   */
+  async function capped(bucket: string, cap: { perMinute: number; perDay: number }, name: 'ip' | 'address', fields: Record<string, string>, refusal: (retrySeconds: number) => SmtpError): Promise<SmtpError | undefined> {
+    try {
+      const r = await core.limiter.hit(bucket, cap, core.clock.now());
+      if (r.allowed) return undefined;
+      core.metrics?.smtpCapped.inc({ cap: name });
+      core.log.info({ ...fields, cap: name, per_minute: cap.perMinute }, 'SMTP mail deferred: inbound cap reached');
+      return refusal(r.retryAfterSeconds);
+    } catch (err) {
+      core.log.error({ err }, 'SMTP inbound cap could not be counted; answered with a temporary error');
+      return smtpReplyFor(err);
+    }
+  }
+
+  // Behind a TCP balancer: its connections start with a PROXY header naming the client, which
+  // smtp-server then sees as the connection's address (caps, logs); other peers connect as before.
+  const front = config.smtpProxyProtocol.length === 0 ? null : installProxyFront(server.server, {
+    trusted: peerMatcher(config.smtpProxyProtocol),
+    headerMs: limits.proxyHeaderMs,
+    maxPending: limits.maxClients,
+    accept(socket, client) {
+      core.log.debug({ peer: socket.remoteAddress, client: client?.address ?? null }, 'SMTP connection through a PROXY protocol balancer');
+      server.connect(socket, client ? { remoteAddress: client.address, remotePort: client.port } : {});
+    },
+    acceptDirect: (socket) => server.connect(socket, {}),
+    refused: (peer, reason) => core.log.warn({ peer, reason }, 'SMTP connection refused: PROXY protocol header'),
+  });
+
+  // The operator's files: re-read when they change; new STARTTLS sessions get the new pair.
+  const reloader: CertificateReloader | null = !tls?.files ? null : createCertificateReloader({
+    certFile: tls.files.certFile,
+    keyFile: tls.files.keyFile,
+    initial: { key: Buffer.from(tls.key), cert: Buffer.from(tls.cert) },
+    apply: (pair) => server.updateSecureContext({ key: pair.key, cert: pair.cert }),
+    log: core.log,
+    pollMs: tls.files.pollMs,
+    settleMs: tls.files.settleMs,
+  });
+  let tlsNotAfter: number | null = null;
+  if (tls) {
+    try {
+      tlsNotAfter = new Date(new X509Certificate(tls.cert).validTo).getTime();
+    } catch {
+      tlsNotAfter = null;
+    }
+  }
 
   return {
     server,
@@ -301,11 +385,15 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         });
       });
     },
+    reloadTls: async (reason) => (reloader ? reloader.check(reason) : 'off'),
+    tlsNotAfter: () => reloader?.current?.notAfter.getTime() ?? tlsNotAfter,
     close() {
+      reloader?.close();
       return new Promise((resolve) => {
         if (!running) return resolve();
         running = false;
         server.close(() => void parsePool.close().then(resolve, resolve));
+        front?.close();
       });
     },
   };

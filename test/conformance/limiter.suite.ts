@@ -55,6 +55,23 @@ export function limiterSuite(name: string, harness: LimiterHarness): void {
       assert.equal((await l.hit(bucket(), limits, t + 10)).usedMinute, 1, 'buckets are independent');
     });
 
+    withLimiter('perDay: Infinity is a minute window alone: no day count, rate_limited until the next minute', async (l) => {
+      const b = bucket();
+      const limits = { perMinute: 2, perDay: Infinity };
+      const t = minuteStart();
+      assert.equal((await l.hit(b, limits, t)).allowed, true);
+      const second = await l.hit(b, limits, t + 1);
+      assert.equal(second.allowed, true);
+      assert.equal(second.usedDay, 0, 'no day counter is kept');
+      const over = await l.hit(b, limits, t + 2);
+      assert.equal(over.allowed, false);
+      assert.equal(over.reason, 'rate_limited');
+      assert.ok(over.retryAfterSeconds >= 1 && over.retryAfterSeconds <= 60, String(over.retryAfterSeconds));
+      const next = await l.hit(b, limits, t + MINUTE_MS);
+      assert.equal(next.allowed, true);
+      assert.equal(next.usedMinute, 1);
+    });
+
     withLimiter('the day quota gives quota_exceeded with retry-after until 00:00 UTC', async (l) => {
       const b = bucket();
       const limits = { perMinute: 100, perDay: 2 };

@@ -1,6 +1,7 @@
 // A raw SMTP client over node:net for tests that need to see the dialogue (EHLO extensions, reply
 // codes, pipelining) that nodemailer hides.
 import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect, type TLSSocket } from 'node:tls';
 
 export interface Reply {
   code: number;
@@ -28,12 +29,18 @@ export class SmtpClient {
     socket.on('error', () => undefined);
   }
 
-  static async open(port: number, host = '127.0.0.1'): Promise<{ client: SmtpClient; greeting: Reply }> {
-    const socket = connect({ port, host });
+  /** `localAddress`: the client's own address (any of 127/8 on loopback, to be another peer). */
+  static async open(port: number, host = '127.0.0.1', localAddress?: string): Promise<{ client: SmtpClient; greeting: Reply }> {
+    const socket = connect({ port, host, localAddress });
     await new Promise<void>((resolve, reject) => {
       socket.once('connect', resolve);
       socket.once('error', reject);
     });
+    return SmtpClient.attach(socket);
+  }
+
+  /** A client on a socket already connected (and perhaps already written to); waits for the greeting. */
+  static async attach(socket: Socket): Promise<{ client: SmtpClient; greeting: Reply }> {
     const client = new SmtpClient(socket);
     const greeting = await client.read();
     return { client, greeting };
@@ -75,6 +82,23 @@ export class SmtpClient {
         resolve(r);
       });
     });
+  }
+
+  /**
+   * STARTTLS: on its 220 the connection is wrapped in TLS (any certificate accepted); the returned
+   * client talks over TLS, and `tls` shows what the server presented (getPeerCertificate()).
+   */
+  async startTls(servername = 'ephemail.test'): Promise<{ client: SmtpClient; tls: TLSSocket; reply: Reply }> {
+    const reply = await this.cmd('STARTTLS');
+    if (reply.code !== 220) throw new Error(`STARTTLS refused: ${reply.code} ${reply.text}`);
+    this.socket.removeAllListeners('data');
+    this.socket.removeAllListeners('close');
+    const tls = tlsConnect({ socket: this.socket, rejectUnauthorized: false, servername });
+    await new Promise<void>((resolve, reject) => {
+      tls.once('secureConnect', resolve);
+      tls.once('error', reject);
+    });
+    return { client: new SmtpClient(tls), tls, reply };
   }
 
   write(data: string | Buffer): void {

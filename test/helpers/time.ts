@@ -31,3 +31,19 @@ export function midMinuteClock(): Clock {
   let ticks = 0;
   return { now: () => start + Math.min(ticks++, 10_000) };
 }
+
+/**
+ * midMinuteClock that can also be moved forward (`advance`): a burst stays inside one limiter
+ * minute, and `advance(60_000)` is "the sender retries after the minute".
+ */
+export function movableMidMinuteClock(): Clock & { advance(ms: number): void } {
+  const start = Math.floor(Date.now() / 60_000) * 60_000 + 20_000;
+  let ticks = 0;
+  let offset = 0;
+  return {
+    now: () => start + offset + Math.min(ticks++, 10_000),
+    advance(ms: number) {
+      offset += ms;
+    },
+  };
+}
