@@ -183,7 +183,9 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     // opt-in compatibility (DECISIONS: defaults stay no AUTH, no TLS): AUTH that accepts anyone, STARTTLS
     disabledCommands: [...(config.smtpAuth === 'accept-any' ? [] : ['AUTH']), ...(tls ? [] : ['STARTTLS'])],
     ...(tls ? { key: tls.key, cert: tls.cert, hideSTARTTLS: false } : {}),
-    allowInsecureAuth: config.smtpAuth === 'accept-any',
+    // with STARTTLS on, AUTH only after it (Postfix's smtpd_tls_auth_only): before, 538; without
+    // TLS there is nothing to wait for, so AUTH works in clear (it accepts anyone anyway)
+    allowInsecureAuth: config.smtpAuth === 'accept-any' && !tls,
     size: config.maxMessageBytes,
     rejectOversized: true,
     maxClients: limits.maxClients,

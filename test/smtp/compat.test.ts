@@ -25,16 +25,22 @@ test('defaults: no AUTH and no STARTTLS offered; AUTH is refused; a client that 
   }
 });
 
-test('EPHEMAIL_SMTP_AUTH=accept-any and EPHEMAIL_SMTP_TLS=self-signed: any credentials over STARTTLS deliver', { timeout: 60_000 }, async () => {
+test('EPHEMAIL_SMTP_AUTH=accept-any and EPHEMAIL_SMTP_TLS=self-signed: AUTH only after STARTTLS; any credentials over STARTTLS deliver', { timeout: 60_000 }, async () => {
   const svc = await startService({ EPHEMAIL_SMTP_AUTH: 'accept-any', EPHEMAIL_SMTP_TLS: 'self-signed' }, { mounts: [] });
   try {
     const { client } = await SmtpClient.open(svc.smtpPort);
     const ehlo = await client.cmd('EHLO test.example');
-    assert.match(ehlo.text, /AUTH PLAIN LOGIN/);
     assert.match(ehlo.text, /STARTTLS/);
-    const auth = await client.cmd(`AUTH PLAIN ${Buffer.from('\u0000whoever\u0000whatever').toString('base64')}`);
-    assert.equal(auth.code, 235);
-    await client.quit();
+    const plain = `AUTH PLAIN ${Buffer.from('\u0000whoever\u0000whatever').toString('base64')}`;
+    const early = await client.cmd(plain);
+    assert.equal(early.code, 538, `AUTH before STARTTLS is refused, as Postfix's smtpd_tls_auth_only does: ${early.code} ${early.text}`);
+    assert.match(early.text, /STARTTLS/);
+    const { client: secure } = await client.startTls();
+    const again = await secure.cmd('EHLO test.example');
+    assert.match(again.text, /AUTH PLAIN LOGIN/);
+    const auth = await secure.cmd(plain);
+    assert.equal(auth.code, 235, 'after STARTTLS any credentials are accepted');
+    await secure.quit();
     const t = nodemailer.createTransport({ host: '127.0.0.1', port: svc.smtpPort, secure: false, requireTLS: true, tls: { rejectUnauthorized: false }, auth: { user: 'any-user', pass: 'any-pass' } });
     const info = await t.sendMail({ from: 'app@example.org', to: 'secure@ephemail.test', subject: 'over TLS', text: 'hello' });
     assert.match(info.response, /^250 /);
