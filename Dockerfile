@@ -9,23 +9,22 @@
 # Build arguments:
 #   BASE_IMAGE           the Node.js image every stage starts from (default: the official
 #                        node:24-bookworm-slim; a local stand-in works, see scripts/container-base.sh)
-#   NODE_EXTRA_CA_CERTS  build stage only: a CA bundle for `npm ci` behind a TLS-inspecting proxy.
+#   NODE_EXTRA_CA_CERTS  deps stage only (the one that downloads): a CA bundle for `npm ci` behind a TLS-inspecting proxy.
 #                        Mount the file for the build, never COPY it:
 #                          podman build -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca/ca.crt:ro \
 #                            --build-arg NODE_EXTRA_CA_CERTS=/run/host-ca/ca.crt .
 #                        Nothing of it reaches the runtime stage.
 ARG BASE_IMAGE=node:24-bookworm-slim
 
-# ---- build: production dependencies and the bundle of src/ ----------------------------------
-FROM ${BASE_IMAGE} AS build
+# ---- deps: production dependencies (rebuilt only when package.json or the lockfile change) -------
+FROM ${BASE_IMAGE} AS deps
 ARG NODE_EXTRA_CA_CERTS
 WORKDIR /app
-# Dependencies first, so that a change under src/ reuses this layer.
 # - production dependencies only: the bundle is made by esbuild, which tsx (a production
 #   dependency, the EPHEMAIL_TSX=1 fallback) brings; the dev dependencies are test tools.
 # - --ignore-scripts: no install script of any dependency is needed (better-sqlite3 13 ships its
 #   prebuilt binaries in the package, esbuild finds its binary through @esbuild/<platform>); the
-#   root `prepare` (the bundle) runs below, once src/ is here.
+#   root `prepare` (the bundle) is the build stage below.
 # - --workspaces=false: packages/client (@ephemail/client) is a client library, not part of the
 #   service.
 # - playwright*: the lockfile marks them devOptional (an optional peer of @ephemail/client), so
@@ -39,7 +38,14 @@ for(const f of fs.readdirSync(p+'prebuilds'))if(f!==keep)fs.rmSync(p+'prebuilds/
 if(!fs.existsSync(p+'prebuilds/'+keep))throw new Error('no prebuilt better-sqlite3 for '+keep);\
 for(const d of ['deps','src','build'])fs.rmSync(p+d,{recursive:true,force:true})" \
  && node -e "new (require('better-sqlite3'))(':memory:').prepare('select 1').get()"
-COPY tsconfig.json ./
+
+# ---- build: the bundle of src/ (scripts/build.mjs, what `npm ci`'s prepare does) ----------------
+FROM ${BASE_IMAGE} AS build
+WORKDIR /app
+# esbuild is all the bundle needs (packages stay external); copying only it keeps this stage quick
+COPY --from=deps /app/node_modules/esbuild node_modules/esbuild
+COPY --from=deps /app/node_modules/@esbuild node_modules/@esbuild
+COPY package.json tsconfig.json ./
 COPY scripts/build.mjs scripts/build.mjs
 COPY src src
 COPY bin bin
@@ -58,8 +64,10 @@ ENV NODE_ENV=production \
 WORKDIR /app
 # Owned by root and read-only to the service's user; only /data is writable. No RUN in this stage:
 # a build that mounts a file for RUN steps (the CA bundle above) would leave its mount point here.
-COPY --from=build /app/package.json /app/package-lock.json /app/tsconfig.json ./
-COPY --from=build /app/node_modules node_modules
+# node_modules from deps (a layer reused until the lockfile changes), the bundle from build.
+COPY --from=deps /app/node_modules node_modules
+COPY --from=build /app/node_modules/.cache node_modules/.cache
+COPY --from=build /app/package.json /app/tsconfig.json ./
 COPY --from=build /app/scripts scripts
 COPY --from=build /app/src src
 COPY --from=build /app/bin bin
