@@ -350,6 +350,7 @@ async function main() {
   say('\n[2/7] build');
   {
     const t0 = Date.now();
+    const previous = (await podman('image', 'inspect', '--format', '{{.Id}}', IMAGE)).out.trim();
     const args = ['build', '--format', 'docker', '--build-arg', `BASE_IMAGE=${BASE_IMAGE}`, '-t', IMAGE];
     if (existsSync(HOST_CA)) {
       // npm ci inside the build reaches the registry only with this machine's CA bundle: mounted
@@ -362,6 +363,10 @@ async function main() {
     const steps = (r.out.match(/STEP \d+\/\d+/g) ?? []).length;
     if (r.code !== 0) throw new Fatal(`podman build exited ${r.code}:\n${(r.out + r.err).slice(-3000)}`);
     ok('podman build --format docker of the Dockerfile', `${secs(Date.now() - t0)}, ${cached} of ${steps} steps from cache`);
+    // the image this build replaced, now untagged: removed, so that runs after source changes do not
+    // pile up images (its layers still in use stay; podman refuses while a container uses it)
+    const now = (await podman('image', 'inspect', '--format', '{{.Id}}', IMAGE)).out.trim();
+    if (previous && previous !== now) await podman('rmi', previous);
   }
   {
     const t0 = Date.now();
