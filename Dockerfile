@@ -11,8 +11,8 @@
 #                        node:24-bookworm-slim; a local stand-in works, see scripts/container-base.sh)
 #   NODE_EXTRA_CA_CERTS  deps stage only (the one that downloads): a CA bundle for `npm ci` behind a TLS-inspecting proxy.
 #                        Mount the file for the build, never COPY it:
-#                          podman build -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca/ca.crt:ro \
-#                            --build-arg NODE_EXTRA_CA_CERTS=/run/host-ca/ca.crt .
+#                          podman build -v /etc/ssl/certs/ca-certificates.crt:/run/host-ca/ca-certificates.crt:ro \
+#                            --build-arg NODE_EXTRA_CA_CERTS=/run/host-ca/ca-certificates.crt .
 #                        Nothing of it reaches the runtime stage.
 ARG BASE_IMAGE=node:24-bookworm-slim
 
