@@ -11,12 +11,15 @@
 // - Containers, volumes and networks it made are removed at the end, also on failure or Ctrl+C.
 // - Exit code 0 when every check passed, 1 otherwise.
 //
-// Settings (environment): BASE_IMAGE (default localhost/node:24-bookworm-slim; built by
-// scripts/container-base.sh if podman lacks it, Node's major taken from the tag), EPHEMAIL_TEST_IMAGE (the tag built, default localhost/ephemail:latest,
-// which the short name `ephemail` of the docs' `docker run` line resolves to), CONTAINERS_CONF
-// (default /tmp/ephemail-containers.conf), EPHEMAIL_TEST_KEEP=1 (leave the image's containers
-// running after a failure, for a look; they are still listed).
-import { spawn, spawnSync } from 'node:child_process';
+// Settings (environment):
+//   BASE_IMAGE           default localhost/node:24-bookworm-slim; built by scripts/container-base.sh
+//                        if podman lacks it (Node's major version taken from the tag)
+//   EPHEMAIL_TEST_IMAGE  the tag built, default localhost/ephemail:latest (the short name `ephemail`
+//                        of the docs' `docker run` line resolves to it)
+//   CONTAINERS_CONF      default /tmp/ephemail-containers.conf
+//   EPHEMAIL_TEST_KEEP=1 after a failure, leave the single-container steps' containers and volumes
+//                        (listed at the end) for a look; compose is always taken down
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -50,12 +53,19 @@ function fail(name, why) {
   failures.push(`${name}: ${why}`);
   say(`  FAIL  ${name}\n        ${String(why).split('\n').join('\n        ')}`);
 }
+class Fatal extends Error {}
+// Ctrl+C (or SIGTERM): the running commands are stopped, no new check starts, and the normal end
+// (cleanup in `finally`) runs; a second signal quits at once.
+let interrupted = false;
+const children = new Set();
 /** Runs one check: `fn` returns a detail string (shown) or throws (a failure). */
 async function check(name, fn) {
+  if (interrupted) throw new Fatal('interrupted');
   try {
     ok(name, await fn());
     return true;
   } catch (err) {
+    if (interrupted) throw new Fatal('interrupted');
     fail(name, err?.message ?? err);
     return false;
   }
@@ -63,7 +73,6 @@ async function check(name, fn) {
 function expect(cond, msg) {
   if (!cond) throw new Error(msg);
 }
-class Fatal extends Error {}
 
 // podman prints these on every run of an image with a HEALTHCHECK: its health-check timer needs
 // systemd, which these machines lack. Harmless; the test runs the check itself.
@@ -74,6 +83,7 @@ const quiet = (text) => text.split('\n').filter((l) => l && !NOISE.test(l)).join
 function run(cmd, args, { input, timeoutMs = 600_000, extraEnv, cwd = ROOT, stream = false } = {}) {
   return new Promise((resolveRun, reject) => {
     const child = spawn(cmd, args, { cwd, env: { ...env, ...extraEnv }, stdio: ['pipe', 'pipe', 'pipe'] });
+    children.add(child);
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => {
@@ -85,6 +95,7 @@ function run(cmd, args, { input, timeoutMs = 600_000, extraEnv, cwd = ROOT, stre
     child.on('error', reject);
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      children.delete(child);
       resolveRun({ code: code ?? (signal ? 128 : 1), out, err: quiet(err) });
     });
     child.stdin.end(input ?? '');
@@ -99,17 +110,21 @@ async function podmanOk(...args) {
 }
 
 // What to remove at the end, whatever happened.
-const cleanup = { containers: new Set(), volumes: new Set(), composeProjects: new Set(), children: new Set() };
+const cleanup = { containers: new Set(), volumes: new Set(), composeProjects: new Set() };
 
 async function removeEverything() {
-  for (const child of cleanup.children) if (child.exitCode === null) child.kill('SIGKILL');
+  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
   for (const project of cleanup.composeProjects) await composeDown(project).catch(() => undefined);
   if (process.env.EPHEMAIL_TEST_KEEP === '1' && failures.length) {
     say(`\nEPHEMAIL_TEST_KEEP=1: left in place: containers ${[...cleanup.containers].join(' ') || '-'}, volumes ${[...cleanup.volumes].join(' ') || '-'}`);
     return;
   }
   for (const name of cleanup.containers) await podman('rm', '-f', '-v', '-t', '0', name);
-  for (const name of cleanup.volumes) await podman('volume', 'rm', '-f', name);
+  for (const name of cleanup.volumes) {
+    // a container still on the volume (the docs' line names none): removed with it
+    for (const id of (await podman('ps', '-a', '-q', '--filter', `volume=${name}`)).out.split(/\s+/).filter(Boolean)) await podman('rm', '-f', '-v', '-t', '0', id);
+    await podman('volume', 'rm', '-f', name);
+  }
 }
 
 // ---- HTTP and SMTP against 127.0.0.1 ------------------------------------------------------------
@@ -592,7 +607,8 @@ CMD ["redis-server"]
     expect(seen.http && seen.smtp && seen.volume && seen.image, `the line lacks ${Object.keys(seen).filter((k) => !seen[k]).join(', ')}: ${line}`);
     // foreground, as a user runs it: podman passes the SIGTERM sent to it on to the container
     const child = spawn('podman', args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    cleanup.children.add(child);
+    children.add(child);
+    child.on('close', () => children.delete(child));
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
@@ -679,24 +695,24 @@ CMD ["redis-server"]
   }
 }
 
-let interrupted = false;
 for (const sig of ['SIGINT', 'SIGTERM']) {
-  process.on(sig, async () => {
+  process.on(sig, () => {
     if (interrupted) process.exit(130);
     interrupted = true;
-    say(`\n${sig}: cleaning up`);
-    await removeEverything();
-    process.exit(130);
+    say(`\n${sig}: stopping, then cleaning up (again to quit at once, leaving things behind)`);
+    for (const child of children) child.kill('SIGTERM');
   });
 }
 
 try {
   await main();
 } catch (err) {
-  fail(err instanceof Fatal ? 'stopped' : 'unexpected error', err instanceof Fatal ? err.message : (err?.stack ?? err));
+  if (interrupted) say('interrupted');
+  else fail(err instanceof Fatal ? 'stopped' : 'unexpected error', err instanceof Fatal ? err.message : (err?.stack ?? err));
 } finally {
   await removeEverything();
 }
+if (interrupted) process.exit(130);
 say(`\ncontainer test: ${checks - failures.length} of ${checks} checks passed in ${secs(Date.now() - started)}`);
 if (failures.length) say(`FAILED:\n${failures.map((f) => `  - ${f.split('\n')[0]}`).join('\n')}`);
 process.exit(failures.length ? 1 : 0); // idle keep-alive sockets to stopped containers must not hold the exit
