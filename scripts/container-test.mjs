@@ -35,6 +35,7 @@ const HOST_CA = '/etc/ssl/certs/ca-certificates.crt';
 const RUN = `ephemail-ctest-${process.pid}`; // prefix of everything this run creates
 const SIZE_LIMIT = 150e6;
 const STOP_LIMIT_MS = 10_000;
+const DOCS_BOX = `docs-${process.pid}@ephemail.test`;
 const env = { ...process.env, CONTAINERS_CONF: CONF };
 const started = Date.now();
 
@@ -344,6 +345,69 @@ async function composeDown(project) {
   return down;
 }
 
+/**
+ * Runs a documented `docker run --rm …` line with podman, changing only: podman for docker; each
+ * -p HOST:CONTAINER to a free 127.0.0.1 port (8025 and 1025 may be taken on a shared machine, and
+ * the test publishes on loopback only); the named volume renamed so a real ephemail-data volume is
+ * never touched; the image name only if the test built another tag than localhost/ephemail:latest
+ * (`ephemail` is its short name, which podman resolves itself). In the foreground, as a user runs
+ * it: a mail in and listed, then SIGTERM to podman, which passes it on (as Ctrl+C would).
+ */
+async function runDocsLine(line, n) {
+  const words = line.split(/\s+/);
+  const httpPort = await freePort();
+  const smtpPort = await freePort();
+  const docsVolume = `${RUN}-docs-data-${n}`;
+  cleanup.volumes.add(docsVolume);
+  const args = [];
+  const seen = { http: false, smtp: false, volume: false, image: false };
+  for (let i = 1; i < words.length; i++) {
+    const w = words[i];
+    if (w === '-p') {
+      const [, target] = words[++i].split(/:(?=\d+$)/);
+      if (target === '8025') (args.push('-p', `127.0.0.1:${httpPort}:8025`), (seen.http = true));
+      else if (target === '1025') (args.push('-p', `127.0.0.1:${smtpPort}:1025`), (seen.smtp = true));
+      else throw new Error(`unexpected -p ${words[i]}`);
+    } else if (w === '-v') {
+      const [vol, path] = words[++i].split(':');
+      expect(path === '/data' && !vol.startsWith('/'), `unexpected -v ${words[i]}`);
+      args.push('-v', `${docsVolume}:/data`);
+      seen.volume = true;
+    } else if (i === words.length - 1) {
+      expect(w === 'ephemail', `the image is ${w}, expected ephemail`);
+      args.push(IMAGE === 'localhost/ephemail:latest' ? w : IMAGE);
+      seen.image = true;
+    } else args.push(w);
+  }
+  expect(seen.http && seen.smtp && seen.volume && seen.image, `the line lacks ${Object.keys(seen).filter((k) => !seen[k]).join(', ')}: ${line}`);
+  // foreground, as a user runs it: podman passes the SIGTERM sent to it on to the container
+  const child = spawn('podman', args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  child.on('close', () => children.delete(child));
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const exited = new Promise((res) => child.on('close', (code, signal) => res({ code, signal })));
+  try {
+    await Promise.race([waitLive(httpPort), exited.then(({ code }) => { throw new Error(`podman exited ${code}: ${quiet(out).slice(-1500)}`); })]);
+    await waitHealthy(httpPort);
+    const subj = `docs line ${n} ${process.pid}`;
+    await sendMail(smtpPort, DOCS_BOX, subj);
+    await findListed(httpPort, DOCS_BOX, subj);
+  } catch (err) {
+    child.kill('SIGTERM');
+    throw err;
+  }
+  const t0 = Date.now();
+  child.kill('SIGTERM');
+  const timeout = new Promise((res) => setTimeout(() => res({ code: 'timeout' }), 15_000));
+  const { code } = await Promise.race([exited, timeout]);
+  expect(code === 0, `podman run ended with ${code} after SIGTERM: ${quiet(out).slice(-1500)}`);
+  const left = (await podman('ps', '-a', '-q', '--filter', `volume=${docsVolume}`)).out.trim();
+  expect(!left, `--rm did not remove the container ${left}`);
+  return `podman ${args.join(' ')}: mail in and listed; SIGTERM → exit 0 in ${secs(Date.now() - t0)}, container removed`;
+}
+
 // ---- the test ---------------------------------------------------------------------------------------
 
 async function main() {
@@ -569,69 +633,20 @@ CMD ["redis-server"]
     cleanup.containers.delete(`${RUN}-2`);
   }
 
-  // 6. the docs' docker run line --------------------------------------------------------------------
-  say("\n[6/7] docs/container.md's `docker run` line, run by podman");
-  await check("the documented `docker run` line works (podman for docker, 127.0.0.1 ports, the test's volume)", async () => {
-    const docs = readFileSync(join(ROOT, 'docs/container.md'), 'utf8');
-    const line = /^docker run --rm [^\n]*$/m.exec(docs)?.[0];
-    expect(line, 'no line starting "docker run --rm" in docs/container.md');
-    const words = line.trim().split(/\s+/);
-    const httpPort = await freePort();
-    const smtpPort = await freePort();
-    const docsVolume = `${RUN}-docs-data`;
-    cleanup.volumes.add(docsVolume);
-    // The substitutions, and nothing else: podman for docker; each -p HOST:CONTAINER on a free
-    // 127.0.0.1 port (8025 and 1025 may be taken on a shared machine, and the test publishes on
-    // loopback only); the named volume renamed so a real ephemail-data volume is never touched;
-    // `ephemail` is the short name of localhost/ephemail:latest, which podman resolves itself.
-    const args = [];
-    const seen = { http: false, smtp: false, volume: false, image: false };
-    for (let i = 1; i < words.length; i++) {
-      const w = words[i];
-      if (w === '-p') {
-        const [, target] = words[++i].split(/:(?=\d+$)/);
-        if (target === '8025') (args.push('-p', `127.0.0.1:${httpPort}:8025`), (seen.http = true));
-        else if (target === '1025') (args.push('-p', `127.0.0.1:${smtpPort}:1025`), (seen.smtp = true));
-        else throw new Error(`unexpected -p ${words[i]}`);
-      } else if (w === '-v') {
-        const [vol, path] = words[++i].split(':');
-        expect(path === '/data' && !vol.startsWith('/'), `unexpected -v ${words[i]}`);
-        args.push('-v', `${docsVolume}:/data`);
-        seen.volume = true;
-      } else if (i === words.length - 1) {
-        expect(w === 'ephemail', `the image is ${w}, expected ephemail`);
-        args.push(IMAGE === 'localhost/ephemail:latest' ? w : IMAGE);
-        seen.image = true;
-      } else args.push(w);
-    }
-    expect(seen.http && seen.smtp && seen.volume && seen.image, `the line lacks ${Object.keys(seen).filter((k) => !seen[k]).join(', ')}: ${line}`);
-    // foreground, as a user runs it: podman passes the SIGTERM sent to it on to the container
-    const child = spawn('podman', args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    children.add(child);
-    child.on('close', () => children.delete(child));
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (out += d));
-    const exited = new Promise((res) => child.on('close', (code, signal) => res({ code, signal })));
-    try {
-      await Promise.race([waitLive(httpPort), exited.then(({ code }) => { throw new Error(`podman exited ${code}: ${quiet(out).slice(-1500)}`); })]);
-      await waitHealthy(httpPort);
-      const subj = `docs line ${process.pid}`;
-      await sendMail(smtpPort, box, subj);
-      await findListed(httpPort, box, subj);
-    } catch (err) {
-      child.kill('SIGTERM');
-      throw err;
-    }
-    const t0 = Date.now();
-    child.kill('SIGTERM');
-    const timeout = new Promise((res) => setTimeout(() => res({ code: 'timeout' }), 15_000));
-    const { code } = await Promise.race([exited, timeout]);
-    expect(code === 0, `podman run ended with ${code} after SIGTERM: ${quiet(out).slice(-1500)}`);
-    const left = (await podman('ps', '-a', '-q', '--filter', `volume=${docsVolume}`)).out.trim();
-    expect(!left, `--rm did not remove the container ${left}`);
-    return `podman ${args.join(' ')}: mail in and listed; SIGTERM → exit 0 in ${secs(Date.now() - t0)}, container removed`;
-  });
+  // 6. the documented docker run line -----------------------------------------------------------------
+  say('\n[6/7] the `docker run` line of docs/container.md (and of README.md, if it has one), run by podman');
+  // every distinct line starting "docker run --rm" in either file; the same line in both runs once
+  const lines = new Map();
+  for (const file of ['docs/container.md', 'README.md']) {
+    const text = existsSync(join(ROOT, file)) ? readFileSync(join(ROOT, file), 'utf8') : '';
+    for (const [line] of text.matchAll(/^docker run --rm [^\n]*$/gm)) lines.set(line.trim(), [...(lines.get(line.trim()) ?? []), file]);
+  }
+  if (!lines.size) fail('the documented `docker run` line works', 'no line starting "docker run --rm" in docs/container.md or README.md');
+  let n = 0;
+  for (const [line, files] of lines) {
+    n++;
+    await check(`${files.join(' and ')}: \`${line}\` works (podman for docker, 127.0.0.1 ports, the test's volume)`, () => runDocsLine(line, n));
+  }
 
   // 7. compose: two nodes on one Redis ---------------------------------------------------------------
   say('\n[7/7] compose.yaml: two nodes on one Redis (podman-compose)');
