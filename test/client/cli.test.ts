@@ -4,6 +4,8 @@
 // every response field the command reads checked against the live OpenAPI document.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -276,6 +278,26 @@ test('a service that cannot be reached: exit 1, one line naming it', async () =>
   const r = await cli(['inbox'], { EPHEMAIL_URL: `http://127.0.0.1:${port}` });
   assert.equal(r.code, 1);
   assert.equal(r.stderr, `ephemail-client: cannot reach http://127.0.0.1:${port} (ECONNREFUSED): is ephemail running there? (EPHEMAIL_URL)\n`);
+});
+
+test('an answer without a field the command reads: exit 1, one line naming the field', async () => {
+  // a stand-in for a service of another version: its email has no `codes`
+  const server = createServer((req, res) => {
+    res.setHeader('content-type', 'application/json');
+    if (req.method === 'POST' && req.url === '/api/v1/keys') {
+      res.statusCode = 201;
+      return res.end(JSON.stringify({ data: { api_key: `eph_${'a'.repeat(40)}` } }));
+    }
+    res.end(JSON.stringify({ data: { id: '01a20000-0000-7000-8000-000000000000', subject: 'Verify', verification_codes: [], links: [] }, meta: { waited: false } }));
+  });
+  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  try {
+    const r = await cli(['wait', 'a@ephemail.test', '--code'], { EPHEMAIL_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /^ephemail-client: the service's answer to GET \/api\/v1\/inboxes\/\{address\}\/latest has no "data\.codes": the service and this client \([\d.]+\) disagree on the API\n$/);
+  } finally {
+    server.close();
+  }
 });
 
 // -- the contract: every field the command reads, in the live OpenAPI document ---------------------

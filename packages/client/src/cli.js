@@ -67,6 +67,18 @@ Example (a CI step):
 
 class UsageError extends Error {}
 
+/** An answer without a field this command reads (a service and client of different versions). */
+class ContractError extends Error {}
+
+/** The fields of the email in `latest`'s `data` that READS lists (checked on each answer). */
+const EMAIL_FIELDS = [...new Set(READS.filter(([op, status, path]) => op.endsWith('/latest') && status === '200' && path[0] === 'data').map(([, , path]) => path[1]))];
+
+/** `value` when it is a string, else a ContractError naming the field and the operation. */
+function needString(value, field, op) {
+  if (typeof value !== 'string') throw new ContractError(`the service's answer to ${op} has no "${field}": the service and this client (${version()}) disagree on the API`);
+  return value;
+}
+
 const OPTIONS = {
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean' },
@@ -183,18 +195,18 @@ export async function main(argv, env, io) {
       if (values.domain !== undefined) body.domain = values.domain;
       if (values['local-part'] !== undefined) body.local_part = values['local-part'];
       const inbox = await mail.createInbox(body);
-      io.stdout.write(`${inbox.address}\n`);
+      io.stdout.write(`${needString(inbox.address, 'data.address', 'POST /api/v1/inboxes')}\n`);
       return 0;
     }
     if (command === 'key') {
-      io.stdout.write(`${await mail.ensureKey()}\n`);
+      io.stdout.write(`${needString(await mail.ensureKey(), 'data.api_key', 'POST /api/v1/keys')}\n`);
       return 0;
     }
     // wait
     const [address] = positionals;
     const seconds = values.timeout === undefined ? 60 : Number(values.timeout);
     try {
-      await mail.ensureKey();
+      needString(await mail.ensureKey(), 'data.api_key', 'POST /api/v1/keys');
     } catch (err) {
       if (err instanceof EphemailError && err.status === 429) {
         return fail(1, `cannot mint an API key for the wait: ${err.message} Set EPHEMAIL_API_KEY to a key (ephemail-client key mints one).`);
@@ -218,6 +230,10 @@ export async function main(argv, env, io) {
         return fail(1, `timed out: no email${what} at ${address} within ${seconds} s`);
       }
       throw err;
+    }
+    const absent = EMAIL_FIELDS.filter((f) => !(f in email));
+    if (absent.length) {
+      throw new ContractError(`the service's answer to GET /api/v1/inboxes/{address}/latest has no ${absent.map((f) => `"data.${f}"`).join(', ')}: the service and this client (${version()}) disagree on the API`);
     }
     if (values.code) {
       const code = email.codes[0];
