@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-// `npm test`: checks the services and files the suite needs (Redis and the shared corpus, loudly),
-// type-checks the server and the client package (`tsc --noEmit`), then runs every test/**/*.test.ts
-// with node's test runner through tsx. Pass paths to run a subset (no type-check then):
-// `npm test -- test/http`.
+// `npm test`: checks the services and files the suite needs (Redis, the shared corpus and, for the
+// Python client, Debian's pytest: loudly), type-checks the server and the client package
+// (`tsc --noEmit`), then runs every test/**/*.test.ts with node's test runner through tsx. Pass
+// paths to run a subset (no type-check then): `npm test -- test/http`.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createConnection } from 'node:net';
@@ -49,12 +49,6 @@ if (!existsSync(join(corpus, 'MANIFEST.tsv'))) {
     'test/smtp/summary.test.ts) are SKIPPED. Set EPHEMAIL_CORPUS to its directory to run them.',
   ]);
 }
-for (const m of missing) loud(m);
-if (missing.length && ci) {
-  console.error('CI=true: a missing Redis or corpus is a failure.');
-  process.exit(1);
-}
-
 function collect(path, out) {
   const st = statSync(path);
   if (st.isDirectory()) {
@@ -68,6 +62,25 @@ const targets = args.length ? args : ['test'];
 const files = targets.flatMap((t) => collect(resolve(root, t), []));
 if (files.length === 0) {
   console.error('no test files found');
+  process.exit(1);
+}
+
+// The Python client's suite (test/client/python.test.ts) runs Debian's pytest: checked when it is to run.
+if (files.some((f) => /[\\/]test[\\/]client[\\/]python\.test\.ts$/.test(f))) {
+  const python = process.env.EPHEMAIL_PYTHON || '/usr/bin/python3';
+  const needs = { pytest: 'python3-pytest', setuptools: 'python3-setuptools', pip: 'python3-pip', wheel: 'python3-wheel' };
+  const probe = spawnSync(python, ['-c', 'import importlib.util, sys; print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))', ...Object.keys(needs)], { encoding: 'utf8' });
+  const lacking = probe.status === 0 ? probe.stdout.split(/\s+/).filter(Boolean) : Object.keys(needs);
+  if (lacking.length) {
+    missing.push([
+      `NO PYTEST FOR THE PYTHON CLIENT: ${python} lacks ${lacking.join(', ')}; its tests (test/client/python.test.ts) are SKIPPED.`,
+      `Install them: apt-get install -y ${lacking.map((m) => needs[m]).join(' ')}`,
+    ]);
+  }
+}
+for (const m of missing) loud(m);
+if (missing.length && ci) {
+  console.error('CI=true: a missing Redis, corpus or Python test runner is a failure.');
   process.exit(1);
 }
 // Files that load the whole machine (the packed install compiles better-sqlite3 on every core) run

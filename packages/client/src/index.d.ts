@@ -53,6 +53,8 @@ export interface Ephemail {
   createInbox(body?: { domain?: string; local_part?: string }): Promise<Inbox>;
   inbox(address: string): Inbox;
   getEmail(id: string): Promise<EmailWithRaw>;
+  /** The key in use: the one given, or a free one minted now (once per client) if none was. */
+  ensureKey(): Promise<string>;
 }
 
 export declare function createEphemail(options?: { baseUrl?: string; apiKey?: string; fetch?: typeof fetch }): Ephemail;

@@ -63,13 +63,14 @@ export function createEphemail(options = {}) {
     }
   }
 
-  /** A free API key, minted once when a wait needs one and none was given. */
+  /** A free API key, minted once when a wait needs one and none was given; resolves with the key. */
   async function ensureKey() {
-    if (apiKey) return;
+    if (apiKey) return apiKey;
     minting ??= call((init) => api.POST('/api/v1/keys', { ...init, body: { label: '@ephemail/client' } })).then((r) => {
       apiKey = r.data.api_key;
     });
     await minting;
+    return apiKey;
   }
 
   async function getEmail(id) {
@@ -162,5 +163,7 @@ export function createEphemail(options = {}) {
     /** An inbox by address (inboxes are implicit: any address at an active domain). */
     inbox,
     getEmail,
+    /** The key in use: the one given, or one minted now (once) if none was. */
+    ensureKey,
   };
 }
