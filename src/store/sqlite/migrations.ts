@@ -131,11 +131,17 @@ export const MIGRATIONS: string[] = [
   CREATE INDEX webhook_attempts_by_webhook ON webhook_attempts(webhook_id, seq);
   CREATE INDEX webhook_attempts_by_time ON webhook_attempts(at);
   `,
+  // 4: each message's search text (domain/search.ts), made at ingest; null for mail stored before
+  // (such a message gets one in the background when a search meets it: docs/decisions.md "Body search")
+  `
+  ALTER TABLE messages ADD COLUMN search TEXT;
+  `,
 ];
 
 /** Statements shared by the main connection and the writer thread. */
 export const SQL = {
-  insertMessage: 'INSERT INTO messages (key, raw, expires_at) VALUES (?, ?, ?)',
+  insertMessage: 'INSERT INTO messages (key, raw, expires_at, search) VALUES (?, ?, ?, ?)',
+  setSearch: 'UPDATE messages SET search = ? WHERE key = ? AND search IS NULL',
   insertEmail: `INSERT INTO emails (id, address, message_key, sender, mailed_by, subject, has_attachments, received_at, expires_at)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   setViews: 'UPDATE messages SET views = ? WHERE key = ?',
