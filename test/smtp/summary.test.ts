@@ -5,7 +5,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import PostalMime, { decodeWords } from 'postal-mime';
-import { fastSummary, summarize } from '../../src/smtp/parse.ts';
+import { fastSummary, searchTextOf, summarize } from '../../src/smtp/parse.ts';
 import { toWire } from '../helpers/smtp.ts';
 
 const LIMITS = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };
@@ -19,11 +19,12 @@ function files(dir: string, out: string[] = []): string[] {
   return out;
 }
 
-test('fast summary = full parse on every corpus and fixture message (as received over SMTP)', async (t) => {
+test('fast summary = full parse (search text included) on every corpus and fixture message (as received over SMTP)', async (t) => {
   const all = roots.flatMap((r) => files(r));
   assert.ok(all.length >= 222, `${all.length} messages`);
   let fast = 0;
   const differ: string[] = [];
+  const searchDiffer: string[] = [];
   for (const path of all) {
     // as the receiver gets it: CRLF line ends, the terminating line break kept
     const raw = new Uint8Array(Buffer.from(toWire(readFileSync(path)).toString('latin1').replace(/^\.\./gm, '.'), 'latin1'));
@@ -44,10 +45,19 @@ test('fast summary = full parse on every corpus and fixture message (as received
       subject: cap(oneLine(email.subject ?? '')),
       hasAttachments: email.attachments.length > 0,
     };
-    if (JSON.stringify(quick) !== JSON.stringify(full)) differ.push(`${path}: ${JSON.stringify(quick)} vs ${JSON.stringify(full)}`);
+    const { searchText, ...head } = quick;
+    if (JSON.stringify(head) !== JSON.stringify(full)) differ.push(`${path}: ${JSON.stringify(head)} vs ${JSON.stringify(full)}`);
+    // the search text from the leaves (no parser) is the full parse's, in search form
+    const fullText = searchTextOf(email);
+    if (searchText !== fullText) {
+      let at = 0;
+      while (searchText[at] === fullText[at]) at++;
+      searchDiffer.push(`${path} at ${at} of ${fullText.length}:\n  fast ${JSON.stringify(searchText.slice(Math.max(0, at - 40), at + 60))}\n  full ${JSON.stringify(fullText.slice(Math.max(0, at - 40), at + 60))}`);
+    }
     assert.deepEqual(await summarize(raw, LIMITS).then(({ raw: _r, ...s }) => s), quick);
   }
   t.diagnostic(`fast path: ${fast} of ${all.length} messages`);
   assert.deepEqual(differ, []);
+  assert.deepEqual(searchDiffer, []);
   assert.ok(fast > 60, `the fast path serves the plain majority (${fast} of ${all.length})`);
 });
