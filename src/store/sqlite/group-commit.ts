@@ -40,7 +40,10 @@ function makeOps(db, SQL) {
   const buf = (u) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
   const run = {
     add(j) {
-      for (const m of j.messages) st.insertMessage.run(m[0], buf(m[1]), m[2], m[3] == null ? null : m[3]);
+      for (const m of j.messages) {
+        st.insertMessage.run(m[0], buf(m[1]), m[2]);
+        if (m[3] != null) st.insertSearch.run(m[0], m[3], m[0]);
+      }
       for (const e of j.emails) st.insertEmail.run(...e);
       return 0;
     },
@@ -51,7 +54,7 @@ function makeOps(db, SQL) {
       return n;
     },
     search(j) {
-      return st.setSearch.run(j.text, j.key).changes;
+      return st.insertSearch.run(j.key, j.text, j.key).changes;
     },
     sweep(j) {
       const n = st.sweepEmails.run(j.now, j.limit).changes;

@@ -82,7 +82,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
     rawChunk: db.prepare('SELECT substr(raw, ?, ?) FROM messages WHERE key = ?').pluck(),
     views: db.prepare('SELECT views FROM messages WHERE key = ?').pluck(),
     // ids as one JSON array (a batch is at most a page of a list)
-    searchTexts: db.prepare(`SELECT e.id AS id, m.search AS search FROM emails e JOIN messages m ON m.key = e.message_key
+    searchTexts: db.prepare(`SELECT e.id AS id, s.text AS search FROM emails e LEFT JOIN message_search s ON s.message_key = e.message_key
       WHERE e.id IN (SELECT value FROM json_each(?)) AND e.expires_at > ?`),
     partSize: db.prepare('SELECT length(content) FROM message_parts WHERE message_key = ? AND n = ?').pluck(),
     partChunk: db.prepare('SELECT substr(content, ?, ?) FROM message_parts WHERE message_key = ? AND n = ?').pluck(),
