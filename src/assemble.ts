@@ -108,6 +108,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics.watch('ephemail_waits_held', 'Long-polls held now (HTTP wait and MCP check_inbox)', () => core.waits.held);
     metrics.watch('ephemail_smtp_connections', 'SMTP connections open now', () => smtp.server.connections.size);
     metrics.watch('ephemail_webhook_deliveries_in_flight', 'Webhook deliveries this node runs now', () => core.webhooks.inFlight);
+    metrics.watch('ephemail_derivations_waiting', 'Derivations of views (and search texts of older mail) waiting for a worker', () => core.views.waiting);
   }
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()), options.httpTimeouts);
 

@@ -8,6 +8,7 @@ import { isUuid } from '../../domain/ids.ts';
 import type { Core } from '../../services/core.ts';
 import * as emails from '../../services/emails.ts';
 import { createInbox } from '../../services/inboxes.ts';
+import { readerOf } from '../../services/views.ts';
 import { withWaitSlot } from '../../services/wait.ts';
 import { createEventStreams, EVENT_STREAM_LIFETIME_MS } from '../events.ts';
 import { DomainSchema, EmailFullSchema, EmailSummarySchema, InboxSchema, ListMetaSchema, createSummaryJson, toWireEmail } from '../schemas/wire.ts';
@@ -142,7 +143,7 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
     },
   }, async (request, reply) => {
     const q = request.query;
-    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, text: q.text, waitSeconds: q.wait };
+    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, text: q.text, waitSeconds: q.wait, reader: readerOf(request.ip) };
     const answer = (out: Awaited<ReturnType<typeof emails.latestEmail>>) =>
       ({ data: out.email && toWireEmail(core, out.email), meta: { address: out.address, waited: out.waited } });
     if (q.wait <= 0) return answer(await emails.latestEmail(core, input));
