@@ -138,6 +138,7 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
 
   /** Derives the views of a message from its raw bytes and keeps them (on a worker the queue gave). */
   async function deriveAndKeep(key: string): Promise<MessageViews | null> {
+    pool.warm(WORKERS); // derivations have begun: the next one finds its worker started, not starting
     const src = await store.readRaw(key);
     if (!src) return null;
     const raw = await collect(src.chunks, src.sizeBytes);
