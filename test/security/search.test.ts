@@ -160,6 +160,14 @@ const slow = `<html><body>${'<div>'.repeat(19_000)}deep words</body></html>`;
 const slowMail = (to: string, i: number): [string, string] =>
   [to, message({ From: 'deep@example.org', To: to, Subject: `deep ${i}`, 'Content-Type': 'text/html; charset=utf-8' }, slow.replace(/(.{900})/g, '$1\r\n'))];
 
+/** One read of a new email with nothing else going on: the derivation workers have run once (warm). */
+async function warmUp(): Promise<void> {
+  const box = `warm${randomUUID().slice(0, 8)}@ephemail.test`;
+  await send(box, message({ From: 'shop@example.org', To: box, Subject: 'warm' }, 'Your code is 123456.'));
+  const [row] = (await (await api(`/api/v1/inboxes/${box}/emails`)).json()).data;
+  assert.equal((await api(`/api/v1/emails/${row.id}`)).status, 200);
+}
+
 /** Three first reads of new small emails, each once `busy()` says the load is in full swing; their times. */
 async function firstReads(busy: () => Promise<void>, headers: Record<string, string> = {}): Promise<number[]> {
   const reads: number[] = [];
@@ -182,6 +190,7 @@ test('a first read of a new small email under 4 parallel anonymous searches answ
   const boxes = Array.from({ length: 4 }, (_, n) => `slow${n}x${randomUUID().slice(0, 8)}@ephemail.test`);
   await sendMany(160, 4, (i) => slowMail(boxes[i % 4], i));
   for (const box of boxes) assert.equal(await count(box), 40);
+  await warmUp();
   const derivedBefore = await metric('ephemail_derivation_seconds_count');
 
   let searching = true;
@@ -211,6 +220,7 @@ test('a first read of a new small email under 4 parallel anonymous searches answ
 });
 
 test('one network reading slow emails in parallel holds one worker: another network\'s first read stays under 500 ms', { timeout: 300_000 }, async (t) => {
+  await warmUp();
   const box = `heavy${randomUUID().slice(0, 8)}@ephemail.test`;
   await sendMany(60, 4, (i) => slowMail(box, i));
   const ids: string[] = (await (await api(`/api/v1/inboxes/${box}/emails?limit=100`)).json()).data.map((e: { id: string }) => e.id);

@@ -21,7 +21,7 @@ const ListQuery = Type.Object({
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold when the result would be empty. Needs an API key.' }),
   from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive). With wait, the request returns only when a matching email arrives. Additive.' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive). Additive.' })),
-  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text (the plain part, or the HTML part as text) contains this (case-insensitive). Reads at most the 200 nearest bodies per request. Additive.' })),
+  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text (the plain part, or the HTML part as text; its first 32,768 characters) contains this, case-insensitive, any run of white space matching any other. Reads the search texts of at most the 200 nearest emails per request. Additive.' })),
 });
 const EventsQuery = Type.Object({
   since: Type.Optional(Type.String({ description: 'An email id: replay the stored mail after it first (as Last-Event-ID does)' })),
@@ -31,7 +31,7 @@ const LatestQuery = Type.Object({
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold until a matching email arrives. Needs an API key.' }),
   from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive)' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive)' })),
-  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text contains this (case-insensitive); reads at most the 200 nearest bodies per request' })),
+  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text contains this (case-insensitive, white space as one space); reads the search texts of at most the 200 nearest emails per request' })),
 });
 const InboxBody = Type.Optional(
   Type.Object(
