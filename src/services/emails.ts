@@ -45,9 +45,12 @@ const SCAN_PAGE = 100;
  * derives views.
  */
 export const TEXT_SCAN_MAX = 200;
-/** Search texts read per store call, growing from the first (a `latest` often matches at once); the event loop turns between calls. */
+/**
+ * Search texts read per store call, growing from the first (a `latest` often matches at once); the
+ * event loop turns between calls (25 texts: about 1 ms on SQLite, bench/search.ts).
+ */
 const TEXT_BATCH_FIRST = 8;
-const TEXT_BATCH_MAX = 50;
+const TEXT_BATCH_MAX = 25;
 /** Messages without a search text (stored before search texts existed) one read queues for one. */
 const BACKFILL_PER_READ = 20;
 

@@ -42,7 +42,7 @@ function makeOps(db, SQL) {
     add(j) {
       for (const m of j.messages) {
         st.insertMessage.run(m[0], buf(m[1]), m[2]);
-        if (m[3] != null) st.insertSearch.run(m[0], m[3], m[0]);
+        if (m[3] != null) st.insertSearch.run(m[0], Buffer.from(m[3], 'utf8'), m[0]);
       }
       for (const e of j.emails) st.insertEmail.run(...e);
       return 0;
@@ -54,7 +54,7 @@ function makeOps(db, SQL) {
       return n;
     },
     search(j) {
-      return st.insertSearch.run(j.key, j.text, j.key).changes;
+      return st.insertSearch.run(j.key, Buffer.from(j.text, 'utf8'), j.key).changes;
     },
     sweep(j) {
       const n = st.sweepEmails.run(j.now, j.limit).changes;
