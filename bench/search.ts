@@ -87,10 +87,12 @@ try {
     const s = await summarize(raw, LIMITS);
     await core.store.addEmails([{ address, sender: s.sender, subject: s.subject, hasAttachments: false, mailedBy: null, receivedAt: now, expiresAt: now + 3_600_000, raw: s.raw, searchText: s.searchText }]);
   }
-  const summaries = (await core.store.listEmails(address, { limit: 100 }, now)).concat(await core.store.listEmails(address, { limit: 100, before: undefined }, now)).slice(0, EMAILS);
-  const keys = await Promise.all((await core.store.listEmails(address, { limit: 100 }, now)).map(async (e) => (await core.store.getEmail(e.id, now))!.messageKey));
-  const older = await core.store.listEmails(address, { limit: 100, before: summaries.at(-1)?.id }, now);
-  for (const e of older) keys.push((await core.store.getEmail(e.id, now))!.messageKey);
+  const keys: string[] = [];
+  for (let before: string | undefined; keys.length < EMAILS;) {
+    const page = await core.store.listEmails(address, { limit: 100, before }, now);
+    for (const e of page) keys.push((await core.store.getEmail(e.id, now))!.messageKey);
+    before = page.at(-1)?.id;
+  }
   for (const k of keys) await core.views.get(k); // every body derived and kept (the old path's best case)
   for (const k of keys) await core.views.stored(k);
   const text = () => listEmails(core, { address, limit: 100, text: 'absent needle' });
