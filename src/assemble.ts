@@ -109,6 +109,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics.watch('ephemail_smtp_connections', 'SMTP connections open now', () => smtp.server.connections.size);
     metrics.watch('ephemail_webhook_deliveries_in_flight', 'Webhook deliveries this node runs now', () => core.webhooks.inFlight);
     if (config.smtpTls.mode !== 'off') metrics.watch('ephemail_smtp_tls_certificate_expiry_timestamp_seconds', 'When the STARTTLS certificate new sessions get expires (Unix time)', () => (smtp.tlsNotAfter() ?? 0) / 1000);
+    metrics.watch('ephemail_derivations_waiting', 'Derivations of views (and search texts of older mail) waiting for a worker', () => core.views.waiting);
   }
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()), options.httpTimeouts);
 

@@ -171,6 +171,17 @@ export interface Leaf {
   empty: boolean;
   /** The part was cut out of the stored copy (its headers carry REMOVED_MARK). */
   removed: boolean;
+  /** Where its body starts and ends in the message. */
+  bodyStart: number;
+  bodyEnd: number;
+  /** Its Content-Transfer-Encoding as far as decoding goes. */
+  encoding: 'base64' | 'quoted-printable' | 'other';
+  /** The Content-Type's charset parameter, lowercase, '' when absent. */
+  charset: string;
+  /** format=flowed with delsp=yes (RFC 3676: a space before a line break is part of the break). */
+  delsp: boolean;
+  /** The closest enclosing multipart/alternative (numbered in order), or -1. */
+  alternative: number;
 }
 
 const TYPE_RE = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/;
@@ -178,12 +189,14 @@ const SIMPLE_MAX_DEPTH = 8;
 const SIMPLE_MAX_LEAVES = 32;
 
 /** Content-Type and Content-Disposition of one header block; null when either appears twice or is odd. */
-function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; disposition: string; boundary: string | null; removed: boolean } | null {
+function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; disposition: string; boundary: string | null; removed: boolean; charset: string; delsp: boolean } | null {
   if (bodyStart - start > MAX_HEAD) return null;
   const head = buf.toString('latin1', start, bodyStart).replace(/\r?\n[ \t]+/g, ' ');
   let type: string | null = null;
   let disposition: string | null = null;
   let boundary: string | null = null;
+  let charset = '';
+  let delsp = false;
   for (const line of head.split(/\r?\n/)) {
     const colon = line.indexOf(':');
     if (colon < 0) continue;
@@ -195,12 +208,15 @@ function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; 
       if (!TYPE_RE.test(type)) return null;
       const m = /;\s*boundary\s*=\s*(?:"([^"]{1,200})"|([^;\s"]{1,200}))/i.exec(value);
       boundary = m ? (m[1] ?? m[2]) : null;
+      const c = /;\s*charset\s*=\s*(?:"([^"]{1,64})"|([^;\s"]{1,64}))/i.exec(value);
+      charset = c ? (c[1] ?? c[2]).trim().toLowerCase() : '';
+      delsp = /;\s*format\s*=\s*"?flowed\b/i.test(value) && /;\s*delsp\s*=\s*"?yes\b/i.test(value);
     } else if (name === 'content-disposition') {
       if (disposition !== null) return null;
       disposition = value.split(';')[0].trim().toLowerCase();
     }
   }
-  return { type: type ?? 'text/plain', disposition: disposition ?? '', boundary, removed: head.includes(REMOVED_MARK) };
+  return { type: type ?? 'text/plain', disposition: disposition ?? '', boundary, removed: head.includes(REMOVED_MARK), charset, delsp };
 }
 
 /** Whether [start, end) holds anything but white space. */
@@ -220,22 +236,27 @@ function blank(buf: Buffer, start: number, end: number): boolean {
 export function simpleLeaves(raw: Uint8Array): Leaf[] | null {
   const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
   const leaves: Leaf[] = [];
-  const walk = (start: number, end: number, depth: number): boolean => {
-    const { bodyStart } = readHead(buf, start, end);
+  let alternatives = 0;
+  const walk = (start: number, end: number, depth: number, alternative: number): boolean => {
+    const { bodyStart, encoding } = readHead(buf, start, end);
     const t = typeOf(buf, start, bodyStart);
     if (!t) return false;
     if (t.type.startsWith('multipart/')) {
       if (!t.boundary || depth >= SIMPLE_MAX_DEPTH || t.type === 'multipart/digest') return false;
       const ds = delimiters(buf, bodyStart, end, t.boundary);
       if (ds.length < 2 || !ds[ds.length - 1].close) return false;
+      const inner = t.type === 'multipart/alternative' ? alternatives++ : alternative;
       for (let k = 0; k + 1 < ds.length; k++) {
         const partStart = ds[k].next;
-        if (!walk(partStart, bodyEnd(buf, partStart, ds[k + 1].at), depth + 1)) return false;
+        if (!walk(partStart, bodyEnd(buf, partStart, ds[k + 1].at), depth + 1, inner)) return false;
       }
       return true;
     }
-    leaves.push({ type: t.type, disposition: t.disposition, empty: blank(buf, bodyStart, end), removed: t.removed });
+    leaves.push({
+      type: t.type, disposition: t.disposition, empty: blank(buf, bodyStart, end), removed: t.removed,
+      bodyStart, bodyEnd: end, encoding, charset: t.charset, delsp: t.delsp, alternative,
+    });
     return leaves.length <= SIMPLE_MAX_LEAVES;
   };
-  return walk(0, buf.length, 0) ? leaves : null;
+  return walk(0, buf.length, 0, -1) ? leaves : null;
 }

@@ -14,6 +14,7 @@ import { ipBucket } from '../domain/limits.ts';
 import { hitClient } from '../limiter/limiter.ts';
 import type { Limits } from '../config.ts';
 import type { Core } from '../services/core.ts';
+import { readerOf } from '../services/views.ts';
 import { createSessionIds, SESSION_LIFETIME_MS } from './session.ts';
 
 /** Every session of one IP together may make this many times the IP's own (anonymous) quota. */
@@ -161,7 +162,7 @@ export async function registerMcp(app: FastifyInstance, core: Core): Promise<voi
       reply.header('ratelimit-limit', String(limit.limit)).header('ratelimit-remaining', String(limit.remaining)).header('ratelimit-reset', String(limit.resetSeconds));
 
       const abort = new AbortController();
-      const ctx = { core, bucket, signal: abort.signal, limit };
+      const ctx = { core, bucket, signal: abort.signal, limit, reader: readerOf(request.ip) };
       if (!limit.allowed) {
         reply.header('retry-after', String(Math.max(1, limit.retryAfterSeconds)));
         // tools/call answers with an isError result (spec: rate limit is an actionable error)

@@ -3,8 +3,10 @@ import { parseAddress, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
+import { searchNeedle } from '../domain/search.ts';
 import type { EmailSummary, ListQuery, StoredBytes } from '../store/store.ts';
 import type { Core } from './core.ts';
+import type { Reader } from './views.ts';
 
 /**
  * Resolves an inbox address from a path or tool argument: malformed → invalid_request (naming
@@ -25,7 +27,10 @@ export function resolveInbox(core: Core, raw: string): Address {
 export interface MailFilter {
   from?: string;
   subject?: string;
-  /** The body as text (the plain part, or the HTML part as text). */
+  /**
+   * The body as text (the plain part, or the HTML part as text): matched against the message's
+   * search text made at ingest (domain/search.ts), never against derived views.
+   */
   text?: string;
 }
 
@@ -34,8 +39,25 @@ export const FILTER_MAX_CHARS = 200;
 /** A filtered read looks at most this many of an inbox's emails (newest or oldest first, from its cursor). */
 export const FILTER_SCAN_MAX = 5000;
 const SCAN_PAGE = 100;
-/** A body-text filter reads the bodies of at most this many emails per request (each derived once, then kept). */
+/**
+ * A body-text filter reads the search texts of at most this many emails per request, and per
+ * wake-up of a held one (each at most SEARCH_TEXT_MAX_CHARS): its work is bounded, and it never
+ * derives views.
+ */
 export const TEXT_SCAN_MAX = 200;
+/**
+ * Search texts read per store call, growing from the first (a `latest` often matches at once); the
+ * event loop turns between calls (25 texts: about 1 ms on SQLite, bench/search.ts).
+ */
+const TEXT_BATCH_FIRST = 8;
+const TEXT_BATCH_MAX = 25;
+/** Messages without a search text (stored before search texts existed) one read queues for one. */
+const BACKFILL_PER_READ = 20;
+
+// Captured at load: a test's fake timers must not stall reads.
+const nextTurn = globalThis.setImmediate;
+/** Lets the event loop turn (other requests, /livez) between the store reads of one filtered read. */
+const turn = () => new Promise<void>((resolve) => nextTurn(resolve));
 
 export interface ListInput extends MailFilter {
   address: string;
@@ -53,32 +75,26 @@ export interface ListOutput {
   waited: boolean;
 }
 
-type Match = (e: EmailSummary) => boolean | Promise<boolean>;
+interface Filter {
+  /** From and Subject (on the summary), or null when neither is given. */
+  head: ((e: EmailSummary) => boolean) | null;
+  /** The body-text needle in search form, or null. */
+  needle: string | null;
+}
 
-/** The filter's match function, made fresh for each read (a body filter counts the bodies it reads). */
-function checkFilter(core: Core, filter: MailFilter): (() => Match) | null {
-  const parts: [keyof MailFilter, string][] = [];
+function checkFilter(filter: MailFilter): Filter | null {
+  const heads: [keyof MailFilter, string][] = [];
+  let needle: string | null = null;
   for (const field of ['from', 'subject', 'text'] as const) {
     const v = filter[field];
     if (v === undefined || v === '') continue;
     if (v.length > FILTER_MAX_CHARS) throw new AppError('invalid_request', `is at most ${FILTER_MAX_CHARS} characters`, { field });
-    parts.push([field, v.toLowerCase()]);
+    if (field === 'text') needle = searchNeedle(v);
+    else heads.push([field, v.toLowerCase()]);
   }
-  if (parts.length === 0) return null;
-  const heads = parts.filter(([f]) => f !== 'text');
-  const body = parts.find(([f]) => f === 'text')?.[1];
-  const head = (e: EmailSummary) => heads.every(([field, needle]) => (field === 'from' ? e.sender : e.subject).toLowerCase().includes(needle));
-  if (body === undefined) return () => head;
-  return () => {
-    let read = 0;
-    return async (e) => {
-      if (!head(e) || read >= TEXT_SCAN_MAX) return false;
-      read++;
-      const row = await core.store.getEmail(e.id, core.clock.now());
-      const views = row && (await core.views.get(row.messageKey));
-      return !!views && (views.textBody ?? views.agentBody.body).toLowerCase().includes(body);
-    };
-  };
+  if (heads.length === 0 && needle === null) return null;
+  const head = heads.length === 0 ? null : (e: EmailSummary) => heads.every(([field, n]) => (field === 'from' ? e.sender : e.subject).toLowerCase().includes(n));
+  return { head, needle };
 }
 
 function checkCursors(input: { since?: string; before?: string }): void {
@@ -91,35 +107,77 @@ function checkCursors(input: { since?: string; before?: string }): void {
   }
 }
 
+/** Queues search texts for messages that have none (mail stored before search texts existed). */
+async function backfill(core: Core, ids: string[]): Promise<void> {
+  for (const id of ids.slice(0, BACKFILL_PER_READ)) {
+    const row = await core.store.getEmail(id, core.clock.now());
+    if (row) core.views.backfillSearchText(row.messageKey);
+  }
+}
+
 /**
  * One page of an inbox, as the store lists it, keeping only emails that match: reads the store's
  * pages from the cursor on until `limit` match or FILTER_SCAN_MAX emails were looked at (newest
- * first: or until an id at or below `stopAt`).
+ * first: or until an id at or below `stopAt`); with a body-text filter, also until the search texts
+ * of TEXT_SCAN_MAX emails were read. The event loop turns between store reads.
  */
-async function filteredPage(core: Core, address: string, query: ListQuery, match: Match, stopAt?: string): Promise<EmailSummary[]> {
+async function filteredPage(core: Core, address: string, query: ListQuery, filter: Filter, stopAt?: string): Promise<EmailSummary[]> {
   const out: EmailSummary[] = [];
+  const { needle } = filter;
   let { since, before } = query;
-  for (let seen = 0; seen < FILTER_SCAN_MAX; seen += SCAN_PAGE) {
-    const page = await core.store.listEmails(address, { limit: SCAN_PAGE, since, before }, core.clock.now());
-    for (const e of page) {
-      if (stopAt !== undefined && e.id <= stopAt) return out; // newest first: nothing newer than the stop is left
-      if (!(await match(e))) continue;
-      out.push(e);
-      if (out.length >= query.limit) return out;
+  let textLeft = TEXT_SCAN_MAX;
+  let batch = TEXT_BATCH_FIRST;
+  const missing: string[] = [];
+  try {
+    for (let seen = 0; seen < FILTER_SCAN_MAX; seen += SCAN_PAGE) {
+      const now = core.clock.now();
+      const page = await core.store.listEmails(address, { limit: SCAN_PAGE, since, before }, now);
+      let end = page.length;
+      if (stopAt !== undefined) {
+        end = page.findIndex((e) => e.id <= stopAt); // newest first: nothing newer than the stop is left
+        if (end < 0) end = page.length;
+      }
+      const candidates = filter.head ? page.slice(0, end).filter(filter.head) : page.slice(0, end);
+      if (needle === null) {
+        for (const e of candidates) {
+          out.push(e);
+          if (out.length >= query.limit) return out;
+        }
+      } else {
+        for (let i = 0; i < candidates.length && textLeft > 0;) {
+          const part = candidates.slice(i, i + Math.min(batch, textLeft));
+          i += part.length;
+          textLeft -= part.length;
+          batch = Math.min(TEXT_BATCH_MAX, batch * 2);
+          const hits = await core.store.matchText(part.map((e) => e.id), needle, now);
+          for (let j = 0; j < part.length; j++) {
+            if (hits[j] === null) missing.push(part[j].id);
+            if (hits[j] !== true) continue;
+            out.push(part[j]);
+            if (out.length >= query.limit) return out;
+          }
+          await turn();
+        }
+        if (textLeft <= 0) return out;
+      }
+      if (end < page.length || page.length < SCAN_PAGE) break;
+      if (since !== undefined) since = page.at(-1)!.id;
+      else before = page.at(-1)!.id;
+      await turn();
     }
-    if (page.length < SCAN_PAGE) break;
-    if (since !== undefined) since = page.at(-1)!.id;
-    else before = page.at(-1)!.id;
+    return out;
+  } finally {
+    // mail stored before search texts existed is searched once it has one; this read does not wait
+    if (missing.length > 0) backfill(core, missing).catch((err) => core.log.warn({ err }, 'search texts could not be queued'));
   }
-  return out;
 }
 
 export async function listEmails(core: Core, input: ListInput): Promise<ListOutput> {
   const { address } = resolveInbox(core, input.address);
   checkCursors(input);
-  const match = checkFilter(core, input);
+  const match = checkFilter(input);
   const query = { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() };
-  const run = match ? () => filteredPage(core, address, query, match()) : () => core.store.listEmails(address, query, core.clock.now());
+  const run = match ? () => filteredPage(core, address, query, match) : () => core.store.listEmails(address, query, core.clock.now());
   const ms = (input.waitSeconds ?? 0) * 1000;
   // nothing to hold: what hold() would do, without its promise
   if (ms <= 0) return { address, emails: await run(), waited: false };
@@ -135,16 +193,18 @@ export interface LatestInput extends MailFilter {
   since?: string;
   waitSeconds?: number;
   signal?: AbortSignal;
+  /** Who reads the email found (its views are derived as theirs). */
+  reader?: Reader;
 }
 
 /** The newest email that matches, in full, or null (none yet, or the wait ran out). */
 export async function latestEmail(core: Core, input: LatestInput): Promise<{ address: string; email: EmailFull | null; waited: boolean }> {
   const { address } = resolveInbox(core, input.address);
   checkCursors(input);
-  const match = checkFilter(core, input) ?? (() => () => true);
+  const match = checkFilter(input) ?? { head: null, needle: null };
   const since = input.since?.toLowerCase();
   const newest = async () => {
-    const [e] = await filteredPage(core, address, { limit: 1 }, match(), since);
+    const [e] = await filteredPage(core, address, { limit: 1 }, match, since);
     return e ? [e] : [];
   };
   const ms = (input.waitSeconds ?? 0) * 1000;
@@ -153,7 +213,7 @@ export async function latestEmail(core: Core, input: LatestInput): Promise<{ add
     : { result: await newest(), waited: false };
   if (result.length === 0) return { address, email: null, waited };
   try {
-    return { address, email: await getEmail(core, result[0].id), waited };
+    return { address, email: await getEmail(core, result[0].id, input.reader), waited };
   } catch (err) {
     if (err instanceof AppError && err.type === 'not_found') return { address, email: null, waited }; // deleted meanwhile
     throw err;
@@ -163,15 +223,16 @@ export async function latestEmail(core: Core, input: LatestInput): Promise<{ add
 const notFound = (id: string) =>
   new AppError('not_found', `No email with id ${JSON.stringify(id.slice(0, 60))}: it never existed, was deleted, or expired (emails are deleted about one hour after arrival)`);
 
-async function rowAndViews(core: Core, id: string) {
+async function rowAndViews(core: Core, id: string, reader?: Reader) {
   const row = isUuid(id) ? await core.store.getEmail(id.toLowerCase(), core.clock.now()) : null;
-  const views = row && (await core.views.get(row.messageKey));
+  const views = row && (await core.views.get(row.messageKey, reader));
   if (!row || !views) throw notFound(id);
   return { row, views };
 }
 
-export async function getEmail(core: Core, id: string): Promise<EmailFull> {
-  const { row: r, views: v } = await rowAndViews(core, id);
+/** One email in full; its views are derived on its first read, queued as `reader`'s (views.ts). */
+export async function getEmail(core: Core, id: string, reader?: Reader): Promise<EmailFull> {
+  const { row: r, views: v } = await rowAndViews(core, id, reader);
   // written out field by field (not rest and spread): one object of a fixed shape per read
   return {
     id: r.id, address: r.address, sender: r.sender, mailedBy: r.mailedBy, subject: r.subject,
@@ -199,8 +260,8 @@ export async function purgeInbox(core: Core, rawAddress: string): Promise<{ addr
   return { address, deleted: await core.store.purgeInbox(address, core.clock.now()) };
 }
 
-export async function listAttachments(core: Core, emailId: string): Promise<AttachmentMeta[]> {
-  return (await rowAndViews(core, emailId)).views.attachments;
+export async function listAttachments(core: Core, emailId: string, reader?: Reader): Promise<AttachmentMeta[]> {
+  return (await rowAndViews(core, emailId, reader)).views.attachments;
 }
 
 export interface AttachmentContent {
@@ -208,8 +269,8 @@ export interface AttachmentContent {
   chunks: AsyncIterable<Uint8Array>;
 }
 
-export async function getAttachment(core: Core, emailId: string, attachmentId: string): Promise<AttachmentContent> {
-  const { row, views } = await rowAndViews(core, emailId);
+export async function getAttachment(core: Core, emailId: string, attachmentId: string, reader?: Reader): Promise<AttachmentContent> {
+  const { row, views } = await rowAndViews(core, emailId, reader);
   const index = views.attachments.findIndex((a) => a.id === attachmentId);
   if (index >= 0) await core.views.stored(row.messageKey); // parts of views derived just now
   const bytes = index >= 0 ? await core.store.readPart(row.messageKey, index) : null;

@@ -7,8 +7,8 @@ import type { Core } from './core.ts';
 export async function ingest(core: Core, message: MessageSummary, recipients: string[], mailedBy: string | null): Promise<EmailSummary[]> {
   const receivedAt = core.clock.now();
   const expiresAt = receivedAt + core.config.emailTtlSeconds * 1000;
-  const { raw, sender, subject, hasAttachments } = message;
-  const emails: NewEmail[] = [...new Set(recipients)].map((address) => ({ address, sender, subject, hasAttachments, mailedBy, receivedAt, expiresAt, raw }));
+  const { raw, sender, subject, hasAttachments, searchText } = message;
+  const emails: NewEmail[] = [...new Set(recipients)].map((address) => ({ address, sender, subject, hasAttachments, mailedBy, receivedAt, expiresAt, raw, searchText }));
   const stored = await core.store.addEmails(emails);
   // webhook events are queued durably before the 250 too: a crash after it loses none
   await core.webhooks.enqueueFor(stored);

@@ -1,25 +1,58 @@
 // Derived views (ARCHITECTURE.md "The message model"): everything beyond the summary row is derived
 // from the stored raw message once, on first read, in a worker thread within a time budget, then
 // kept in the store beside the message (and in a small byte-bounded cache here). A derivation that
-// runs out of time gets its defined fallback (docs/decisions.md "Derived views").
+// runs out of time gets its defined fallback (docs/decisions.md "Derived views"). Who gets the
+// workers first is derive-queue.ts's: readers before lists before background work, callers in turn.
 import type { Logger } from 'pino';
+import { ipBuckets } from '../domain/limits.ts';
 import type { MessageViews } from '../domain/message.ts';
 import { BudgetExceededError, createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import { minimalViews, VIEWS_VERSION, type DerivedMessage, type ParseLimits } from '../smtp/parse.ts';
 import type { Store } from '../store/store.ts';
+import { createDeriveQueue, type Priority } from './derive-queue.ts';
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
 export const DERIVE_BUDGET = Object.freeze({ baseMs: 5000, perMiBMs: 1000, maxMs: 30_000 });
 /** Cache of views by message key, bounded by the characters it holds. */
 const CACHE_MAX_CHARS = 16 * 1024 * 1024;
 const CACHE_MAX_ENTRY_CHARS = 2 * 1024 * 1024;
+/** Workers deriving views (apart from the ingest workers: a slow derivation never delays a 250). */
+const WORKERS = 2;
+/** Messages waiting for a search text of their own (mail stored before search texts existed). */
+export const SEARCH_BACKFILL_MAX = 1000;
+
+/** Who asks for views, and how urgently (derive-queue.ts). */
+export interface Reader {
+  /** The caller's bucket (an IP bucket or a key); work of one owner never holds every worker. */
+  owner: string;
+  /** `read`: one email opened; `list`: rows of a list (previews). */
+  priority: Exclude<Priority, 'background'>;
+}
+/** The owner of search-text backfills: one at a time, whoever's search met the message. */
+const BACKFILL_OWNER = '\u0000backfill';
+/**
+ * The reader of a request from `ip`. Its owner is the client's network (an IPv4 address, an IPv6
+ * /48: ipBuckets' widest), not its key or session: minting keys or sessions, or rotating addresses
+ * inside a /48, adds no workers.
+ */
+export const readerOf = (ip: string, priority: Reader['priority'] = 'read'): Reader => ({ owner: ipBuckets(ip).at(-1)!, priority });
+/** Reads without a caller (the service itself, tests). */
+export const SERVICE_READER: Reader = { owner: '', priority: 'read' };
 
 export const deriveBudgetMs = (bytes: number) =>
   Math.min(DERIVE_BUDGET.maxMs, DERIVE_BUDGET.baseMs + Math.ceil((bytes / (1024 * 1024)) * DERIVE_BUDGET.perMiBMs));
 
 export interface ViewService {
-  /** The views of a message; null when the message is gone. Derives them on first call. */
-  get(messageKey: string): Promise<MessageViews | null>;
+  /** The views of a message; null when the message is gone. Derives them on first call, queued as `reader`'s. */
+  get(messageKey: string, reader?: Reader): Promise<MessageViews | null>;
+  /**
+   * Makes the search text of a message that has none (stored before search texts existed), in the
+   * background: lowest priority, one at a time, at most SEARCH_BACKFILL_MAX queued (more are dropped
+   * and asked for again by a later search). Never derives its views.
+   */
+  backfillSearchText(messageKey: string): void;
+  /** Derivations waiting for a worker (a gauge). */
+  readonly waiting: number;
   /** Resolves once views derived for this key are written to the store (parts readable). */
   stored(messageKey: string): Promise<void>;
   /** Starts a worker ahead of the first read (called once the service listens). */
@@ -59,8 +92,12 @@ export interface ViewServiceOptions {
 
 export function createViewService(store: Store, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
   // its own workers: a long derivation never delays the summaries the 250 waits for
-  const pool = options.pool ?? createParsePool({ workers: 2, warn: (msg, err) => log.warn({ err }, msg) });
-  const inflight = new Map<string, Promise<MessageViews | null>>();
+  const pool = options.pool ?? createParsePool({ workers: WORKERS, warn: (msg, err) => log.warn({ err }, msg) });
+  const queue = createDeriveQueue({ slots: WORKERS });
+  /** Derivations under way (waiting or running), one per message: later readers share it and may promote it. */
+  const inflight = new Map<string, { promise: Promise<MessageViews | null>; promote(reader: Reader): void }>();
+  const backfilling = new Set<string>();
+  let closed = false;
   /** Writes of derived views not yet committed: readers get the views at once, parts wait for these. */
   const writing = new Map<string, Promise<void>>();
   let cache = new Map<string, { views: MessageViews; chars: number }>();
@@ -99,9 +136,9 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
     }
   }
 
-  async function load(key: string): Promise<MessageViews | null> {
-    const stored = parseViews(await store.getViews(key));
-    if (stored) return stored;
+  /** Derives the views of a message from its raw bytes and keeps them (on a worker the queue gave). */
+  async function deriveAndKeep(key: string): Promise<MessageViews | null> {
+    pool.warm(WORKERS); // derivations have begun: the next one finds its worker started, not starting
     const src = await store.readRaw(key);
     if (!src) return null;
     const raw = await collect(src.chunks, src.sizeBytes);
@@ -120,23 +157,72 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
     return views;
   }
 
+  /** The kept views, or a derivation queued as `first`'s (promoted when a more urgent reader joins). */
+  function load(key: string, first: Reader) {
+    let want = first;
+    let promote: ((owner: string, priority: Priority) => void) | null = null;
+    const promise = (async () => {
+      const stored = parseViews(await store.getViews(key));
+      if (stored) return stored;
+      const ticket = queue.enqueue(want.owner, want.priority, () => deriveAndKeep(key));
+      promote = ticket.promote;
+      return ticket.promise;
+    })();
+    return {
+      promise,
+      promote(reader: Reader) {
+        if (promote) promote(reader.owner, reader.priority);
+        else if (reader.priority === 'read' && want.priority !== 'read') want = reader;
+      },
+    };
+  }
+
+  async function backfill(key: string): Promise<void> {
+    const src = await store.readRaw(key);
+    const raw = src && (await collect(src.chunks, src.sizeBytes));
+    if (!raw) return; // gone meanwhile
+    let text = '';
+    try {
+      text = (await pool.run('summarize', raw, limits, { budgetMs: (options.budgetMs ?? deriveBudgetMs)(raw.byteLength), keepRaw: true })).searchText;
+    } catch (err) {
+      if (!(err instanceof BudgetExceededError)) throw err;
+      log.warn({ bytes: raw.byteLength }, 'a search text ran out of time; the message is searched as having no body text');
+    }
+    await store.putSearchText(key, text);
+  }
+
   return {
-    async get(key) {
+    async get(key, reader = SERVICE_READER) {
       const hit = cache.get(key);
       if (hit) return hit.views;
-      let p = inflight.get(key);
-      if (!p) {
+      let d = inflight.get(key);
+      if (d) d.promote(reader);
+      else {
         // one derivation per message at a time, however many readers ask
-        p = load(key).finally(() => inflight.delete(key));
-        inflight.set(key, p);
+        const started = load(key, reader);
+        d = started;
+        inflight.set(key, started);
+        started.promise.then(() => inflight.delete(key), () => inflight.delete(key));
       }
-      const views = await p;
+      const views = await d.promise;
       if (views) remember(key, views);
       return views;
+    },
+    backfillSearchText(key) {
+      if (closed || backfilling.has(key) || backfilling.size >= SEARCH_BACKFILL_MAX) return;
+      backfilling.add(key);
+      queue.enqueue(BACKFILL_OWNER, 'background', () => backfill(key)).promise
+        .catch((err) => log.warn({ err }, 'a search text could not be made; a later search asks again'))
+        .finally(() => backfilling.delete(key));
+    },
+    get waiting() {
+      return queue.waiting;
     },
     stored: (key) => writing.get(key) ?? Promise.resolve(),
     warm: () => pool.warm(),
     async close() {
+      closed = true;
+      queue.drain(); // what waits runs now (on this thread once the pool is closed)
       await Promise.all([...writing.values()]);
       await pool.close();
     },

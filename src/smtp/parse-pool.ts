@@ -33,8 +33,11 @@ export interface ParsePool {
    * BudgetExceededError when it takes longer (the worker is replaced).
    */
   run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: DeriveOptions; budgetMs?: number; keepRaw?: boolean }): Promise<OpResult<O>>;
-  /** Starts the first worker now instead of on the first task (idempotent). */
-  warm(): void;
+  /**
+   * Starts workers now instead of on the first task, up to `count` (default 1) and the pool's most
+   * (idempotent): a task that needs one then finds it ready instead of waiting for it to start.
+   */
+  warm(count?: number): void;
   /** Stops the workers; later parses run on the main thread. */
   close(): Promise<void>;
   /** Workers running now (0 before the first parse, or when parsing on the main thread). */
@@ -194,10 +197,10 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
     get size() {
       return slots.length;
     },
-    warm() {
-      if (started || closed || broken) return;
+    warm(count = 1) {
+      if (closed || broken) return;
       started = true;
-      slots.push(spawnSlot());
+      while (slots.length < Math.min(max, count)) slots.push(spawnSlot());
     },
     run(op, raw, limits, opts = {}) {
       const options = opts.options ?? { html: true };

@@ -165,6 +165,9 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     readRaw: (key) => store.readRaw(key),
     getViews: (key) => store.getViews(key),
     putViews: (key, views, parts) => store.putViews(key, views, parts),
+    // search texts are never cached: a search reads at most a page's worth per call
+    matchText: (ids, needle, now) => store.matchText(ids, needle, now),
+    putSearchText: (key, text) => store.putSearchText(key, text),
     readPart: (key, index) => store.readPart(key, index),
     deleteEmail(id, now) {
       const row = entries.get(`e ${id.toLowerCase()}`);

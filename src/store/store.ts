@@ -23,6 +23,12 @@ interface Arrival {
 export interface NewEmail extends Arrival {
   hasAttachments: boolean;
   raw: Uint8Array;
+  /**
+   * The message's search text (domain/search.ts), kept with the message (rows sharing `raw` share
+   * it too: the first row's is kept). Absent for mail stored without one: such a message reads as
+   * having none until putSearchText gives it one.
+   */
+  searchText?: string;
 }
 
 export interface EmailSummary extends Arrival {
@@ -123,6 +129,17 @@ export interface Store {
    * replacing earlier ones. A message already freed stays freed (nothing is written).
    */
   putViews(messageKey: string, views: string, parts: Uint8Array[]): Promise<void>;
+
+  /**
+   * Whether the search text of each email's message contains `needle` (a needle in search form,
+   * domain/search.ts), in the order of `ids`: true or false, or null when the email is gone (deleted,
+   * expired by `now`) or its message has no search text (stored before search texts existed). Reads
+   * at most the search texts of these emails, each at most SEARCH_TEXT_MAX_CHARS.
+   */
+  matchText(ids: string[], needle: string, now: number): Promise<(boolean | null)[]>;
+
+  /** Gives a message that has no search text this one (mail stored before search texts existed). */
+  putSearchText(messageKey: string, text: string): Promise<void>;
 
   /** Part `index` as written by putViews, or null. */
   readPart(messageKey: string, index: number): Promise<StoredBytes | null>;

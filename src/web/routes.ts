@@ -10,6 +10,7 @@ import { ipBucket } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import { deleteEmail, getAttachment, getEmail, getRaw, listEmails, purgeInbox, resolveInbox } from '../services/emails.ts';
 import { createInbox } from '../services/inboxes.ts';
+import { readerOf } from '../services/views.ts';
 import { contentDisposition } from '../http/download.ts';
 import { download } from '../http/routes/shared.ts';
 import { toWireSummary } from '../http/schemas/wire.ts';
@@ -115,7 +116,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     let inbox: string | undefined;
     try {
       inbox = resolveInbox(core, request.params.address ?? '').address;
-      const email = await getEmail(core, request.params.id ?? '');
+      const email = await getEmail(core, request.params.id ?? '', readerOf(request.ip));
       // one address per email: a path naming another inbox points at the email's own
       if (email.address !== inbox || request.params.id !== email.id) return reply.code(301).header('location', emailPath(email.address, email.id)).send();
       return html(reply, 200, emailPage(urls, email));
@@ -178,7 +179,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
 
   // Attachment downloads from the page: the stored bytes, never rendered.
   app.get<{ Params: Params }>('/web/emails/:id/attachments/:attachment_id', hide, action(async (request, reply) => {
-    const att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '');
+    const att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '', readerOf(request.ip));
     return download(reply, att.meta.contentType, att.meta.sizeBytes, contentDisposition(att.meta.filename), att.chunks);
   }));
 
@@ -187,10 +188,11 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
   app.get<{ Params: Params; Querystring: { ids?: string } }>('/web/inboxes/:address/details', hide, action(async (request, reply) => {
     const { address } = resolveInbox(core, request.params.address ?? '');
     const ids = String(request.query.ids ?? '').split(',').filter(Boolean).slice(0, ROW_DETAILS_MAX);
+    const rows = readerOf(request.ip, 'list'); // previews wait behind anyone opening an email
     const details: Record<string, { preview: string; code: string | null; attachments_dropped: number }> = {};
     await Promise.all(ids.map(async (id) => {
       try {
-        const e = await getEmail(core, id);
+        const e = await getEmail(core, id, rows);
         if (e.address !== address) return;
         details[e.id] = { preview: previewOf(e.textBody ?? e.agentBody.body), code: e.codes[0]?.value ?? null, attachments_dropped: e.attachmentsDropped };
       } catch (err) {
@@ -226,7 +228,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     if (!(await admit(request, reply, 'other'))) return reply;
     const remote = request.query.images === '1';
     try {
-      const email = await getEmail(core, request.params.id ?? '');
+      const email = await getEmail(core, request.params.id ?? '', readerOf(request.ip));
       return frameHeaders(reply, remote, email.id).type('text/html; charset=utf-8').send(frameDocument(email));
     } catch (err) {
       if (!(err instanceof AppError) || err.type !== 'not_found') throw err;
@@ -240,7 +242,7 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
     const gone = () => frameHeaders(reply, false).code(404).type('text/plain; charset=utf-8').send('No such inline image');
     let att;
     try {
-      att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '');
+      att = await getAttachment(core, request.params.id ?? '', request.params.attachment_id ?? '', readerOf(request.ip));
     } catch (err) {
       if (err instanceof AppError && err.type === 'not_found') return gone();
       throw err;

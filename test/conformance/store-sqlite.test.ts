@@ -5,7 +5,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import Database from 'better-sqlite3';
 import { withReadCache } from '../../src/store/read-cache.ts';
+import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail, rawMessage, storeSuite } from './store.suite.ts';
 import { webhookSuite } from './webhooks.suite.ts';
@@ -53,6 +55,30 @@ test('sqlite file: a restart keeps rows, the shared message and its views; the l
     assert.equal(await store.sweepExpired(rows[1].expiresAt), 1, 'the last row of the message (the later mail lives on)');
     assert.equal(await store.readRaw(key), null, 'expired with its last row');
     assert.equal(await store.readPart(key, 0), null);
+  } finally {
+    await store.close();
+  }
+});
+
+test('sqlite file: a database of the layout before search texts is migrated; its mail has none until given one', async () => {
+  const path = join(dir, 'before-search.db');
+  const now = Date.now();
+  const old = new Database(path);
+  for (const sql of MIGRATIONS.slice(0, 3)) old.exec(sql);
+  old.pragma('user_version = 3');
+  const id = '01900000-0000-7000-8000-000000000001';
+  old.prepare('INSERT INTO messages (key, raw, expires_at) VALUES (?, ?, ?)').run(id, rawMessage('old'), now + 60_000);
+  old.prepare(`INSERT INTO emails (id, address, message_key, sender, mailed_by, subject, has_attachments, received_at, expires_at)
+    VALUES (?, 'old@ephemail.test', ?, 's', NULL, 'old', 0, ?, ?)`).run(id, id, now, now + 60_000);
+  old.close();
+  const store = createSqliteStore(path);
+  try {
+    assert.equal((await store.listEmails('old@ephemail.test', { limit: 10 }, now)).length, 1, 'the mail is kept');
+    assert.deepEqual(await store.matchText([id], 'text', now), [null], 'no search text yet');
+    await store.putSearchText(id, 'text of old mail');
+    assert.deepEqual(await store.matchText([id], 'old mail', now), [true]);
+    const [fresh] = await store.addEmails([newEmail('old@ephemail.test', { searchText: 'new mail' })]);
+    assert.deepEqual(await store.matchText([fresh.id, id], 'mail', now), [true, true]);
   } finally {
     await store.close();
   }

@@ -173,6 +173,44 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       assert.ok((await collect((await store.readPart(key, 0))!.chunks)).bytes.equals(small));
     });
 
+    withStore('search texts: kept with the message (shared by its rows), matched in the order asked; none → null until put', async (store) => {
+      const [a, b] = [inbox(), inbox()];
+      const now = Date.now();
+      const raw = rawMessage('shared');
+      const long = `${'x'.repeat(30_000)} grüße 👋 tail`;
+      const [s1, s2, other, legacy, gone, expired] = await store.addEmails([
+        newEmail(a, { raw, searchText: 'your code is 559120' }),
+        newEmail(b, { raw, searchText: 'your code is 559120' }),
+        newEmail(a, { searchText: long }),
+        newEmail(a), // stored without one (before search texts existed)
+        newEmail(a, { searchText: 'deleted' }),
+        newEmail(a, { searchText: 'expired', expiresAt: now + 5_000 }),
+      ]);
+      assert.ok(await store.deleteEmail(gone.id, now));
+      const ids = [other.id, s1.id, legacy.id, s2.id, gone.id, expired.id, randomUUID()];
+      assert.deepEqual(await store.matchText(ids, 'code is 559', now), [false, true, null, true, null, false, null]);
+      assert.deepEqual(await store.matchText(ids, 'grüße 👋 tail', now), [true, false, null, false, null, false, null], 'UTF-8 and the end of a 30,000-character text');
+      assert.deepEqual(await store.matchText([expired.id], 'expired', now), [true]);
+      assert.deepEqual(await store.matchText([expired.id], 'expired', now + 10_000), [null], 'gone once expired by now');
+      assert.deepEqual(await store.matchText([s1.id.toUpperCase()], '559120', now), [true], 'ids in any case');
+      assert.deepEqual(await store.matchText([], 'x', now), []);
+
+      // a message without one gets one once, and keeps the first
+      const key = (await store.getEmail(legacy.id, now))!.messageKey;
+      await store.putSearchText(key, 'made later');
+      assert.deepEqual(await store.matchText([legacy.id], 'made later', now), [true]);
+      await store.putSearchText(key, 'made again');
+      assert.deepEqual(await store.matchText([legacy.id], 'made', now), [true]);
+      assert.deepEqual(await store.matchText([legacy.id], 'again', now), [false], 'an existing search text is never replaced');
+      // a freed message stays freed
+      const [lone] = await store.addEmails([newEmail(a)]);
+      const loneKey = (await store.getEmail(lone.id, now))!.messageKey;
+      assert.ok(await store.deleteEmail(lone.id, now));
+      await store.putSearchText(loneKey, 'too late');
+      assert.equal(await store.readRaw(loneKey), null);
+      assert.equal(await store.getViews(loneKey), null);
+    });
+
     withStore('lists are per address: newest first, since oldest first, before pages back, limit', async (store) => {
       const a = inbox();
       const other = inbox();

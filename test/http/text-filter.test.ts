@@ -1,9 +1,11 @@
 // The body-text filter of the list and latest endpoints (additive `text`): matches the plain part,
-// or an HTML-only mail's text, case-insensitively; combines with from/subject; bounded input.
+// or an HTML-only mail's text, case-insensitively; combines with from/subject; bounded input. It
+// reads the search text made at ingest and never derives views (docs/decisions.md "Body search").
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { expectError } from '../helpers/contract.ts';
 import { startService, type TestService } from '../helpers/service.ts';
+import { until } from '../helpers/time.ts';
 
 let svc: TestService;
 before(async () => {
@@ -26,4 +28,35 @@ test('text= narrows the list and latest by body text, plain or HTML-only', async
   assert.equal(latest.data.subject, 'Order');
   const base = svc.http.replace('127.0.0.1', 'localhost');
   await expectError(await svc.api(`/api/v1/inboxes/${box}/emails?text=${'x'.repeat(201)}`), 400, 'invalid_request', base);
+});
+
+/** The count of derivations (views made from a raw message) so far, from /metrics. */
+async function derivations(): Promise<number> {
+  const text = await (await svc.api('/metrics')).text();
+  return text.split('\n').filter((l) => l.startsWith('ephemail_derivation_seconds_count')).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+}
+
+test('text= derives nothing: it reads the search text made at ingest (white space as one space), and only a read derives', async () => {
+  const box = `noderive${Date.now()}@ephemail.test`;
+  for (let i = 0; i < 5; i++) await svc.send({ to: box, subject: `n${i}`, text: `Line one of ${i}\r\n  your CODE\r\n\tis 55912${i}` });
+  await svc.send({ to: box, subject: 'html', html: '<p>Sign <b>in</b>&nbsp;here</p>' });
+  const before = await derivations();
+  const list = async (q: string) => (await (await svc.api(`/api/v1/inboxes/${box}/emails?${q}`)).json()).data.map((e: { subject: string }) => e.subject);
+  assert.deepEqual(await list('text=code%20is%20559123'), ['n3'], 'a line break in the mail matches a space in the query');
+  assert.deepEqual(await list(`text=${encodeURIComponent('CODE\nIS')}`), ['n4', 'n3', 'n2', 'n1', 'n0']);
+  assert.deepEqual(await list('text=sign%20in%20here'), ['html']);
+  assert.equal((await (await svc.api(`/api/v1/inboxes/${box}/latest?text=is%20559121`)).json()).data.subject, 'n1', 'latest reads the one it found');
+  assert.equal(await derivations(), before + 1, 'the search derived nothing; latest derived the one email it returns');
+});
+
+test('mail stored before search texts existed: not matched at first, then found once its search text is made in the background', async () => {
+  const box = `legacy${Date.now()}@ephemail.test`;
+  const now = Date.now();
+  const raw = Buffer.from('From: old@example.org\r\nSubject: legacy\r\nContent-Type: text/plain\r\n\r\nThe old code is 424242.\r\n');
+  // a row as an older version wrote it: no search text
+  await svc.service.core.store.addEmails([{ address: box, sender: 'old@example.org', mailedBy: null, subject: 'legacy', hasAttachments: false, receivedAt: now, expiresAt: now + 600_000, raw }]);
+  const before = await derivations();
+  const found = async () => (await (await svc.api(`/api/v1/inboxes/${box}/emails?text=old%20code%20is%20424242`)).json()).data.length === 1;
+  await until(found, 'the search text of the older mail is made and it matches');
+  assert.equal(await derivations(), before, 'making it derived no views');
 });

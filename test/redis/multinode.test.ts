@@ -1,7 +1,8 @@
 // Three real `ephemail` processes against one Redis behave as one service: mail through A is listed
 // on B and C; a wait held on B wakes within 100 ms of A's 250; a key's per-minute limit and its
 // concurrent waits hold across the three; ids from concurrent deliveries through all three nodes
-// increase in the order they become visible, so a reader advancing `since` never skips mail.
+// increase in the order they become visible, so a reader advancing `since` never skips mail; body
+// search (`text=`) reads the search texts kept in Redis on any node and derives nothing.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -69,6 +70,26 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
       const full = await node.api(`/api/v1/emails/${body.data[0].id}`);
       assert.equal(full.status, 200);
     }
+  });
+
+  it('text= on B finds mail sent through A by its body (the search text kept in Redis); a text= wait held on C wakes only on a match; no views derived', async () => {
+    const to = addr('text');
+    await A().send(to, 'first', 'Your code is\r\n 424242. Nothing else.');
+    await A().send(to, 'second', 'No code in here.');
+    const derived = async (node: Node) => (await (await node.api('/metrics')).text()).split('\n')
+      .filter((l) => l.startsWith('ephemail_derivation_seconds_count')).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+    const before = await Promise.all([A(), B(), C()].map(derived));
+    assert.deepEqual((await list(B(), to, '?text=CODE%20IS%20424242')).body.data.map((e) => e.subject), ['first']);
+    assert.deepEqual((await list(B(), to, '?text=code%20in')).body.data.map((e) => e.subject), ['second']);
+    const key = await mintKey(C());
+    const held = list(C(), to, '?text=open%20sesame&wait=10', key);
+    await until(async () => (await C().heldWaits()) === 1, 'C holds the wait');
+    await A().send(to, 'third', 'Still nothing.');
+    await A().send(to, 'fourth', 'The word is Open  Sesame.');
+    const { body } = await held;
+    assert.deepEqual(body.data.map((e) => e.subject), ['fourth']);
+    assert.equal(body.meta.waited, true);
+    assert.deepEqual(await Promise.all([A(), B(), C()].map(derived)), before, 'no node derived views for the searches');
   });
 
   it("a wait held on B returns within 100 ms of A's 250", async () => {

@@ -8,7 +8,9 @@ import { after, test } from 'node:test';
 import pino from 'pino';
 import { createViewService } from '../../src/services/views.ts';
 import { watchEventLoop } from '../helpers/loop.ts';
-import { summarize, VIEWS_VERSION } from '../../src/smtp/parse.ts';
+import type { ParsePool } from '../../src/smtp/parse-pool.ts';
+import { minimalViews, summarize, VIEWS_VERSION } from '../../src/smtp/parse.ts';
+import { until } from '../helpers/time.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail } from '../conformance/store.suite.ts';
 
@@ -90,6 +92,78 @@ test('a derivation over its budget ends with a fallback: text kept, html_body nu
     assert.equal(JSON.parse((await store.getViews(key))!).outcome, v.outcome, 'the fallback is kept: not derived again on every read');
   } finally {
     loop.stop();
+    await views.close();
+    await store.close();
+  }
+});
+
+test('who derives first: readers before list rows and background work, callers in turn, no caller on every worker', async () => {
+  const store = createSqliteStore(join(dir, 'order.db'));
+  const keys = new Map<string, string>();
+  for (const name of ['A1', 'A2', 'A3', 'A4', 'B1', 'C1', 'D1']) {
+    const raw = Buffer.from(`From: s@example.org\r\nSubject: ${name}\r\n\r\nbody of ${name}\r\n`);
+    const [row] = await store.addEmails([newEmail(inbox(), { raw, subject: name })]);
+    keys.set(name, (await store.getEmail(row.id, Date.now()))!.messageKey);
+  }
+  // a pool that runs nothing until told: which derivations run, and in which order
+  const running = new Map<string, () => void>();
+  const order: string[] = [];
+  let most = 0;
+  const pool: ParsePool = {
+    run: ((_op: string, raw: Uint8Array) => new Promise((resolve) => {
+      const name = /Subject: (\w+)/.exec(Buffer.from(raw).toString())![1];
+      order.push(name);
+      running.set(name, () => {
+        running.delete(name);
+        resolve(minimalViews(raw) as never);
+      });
+      most = Math.max(most, running.size);
+    })) as ParsePool['run'],
+    warm: () => undefined,
+    close: async () => undefined,
+    size: 0,
+  };
+  const finish = (name: string) => running.get(name)!();
+  const views = createViewService(store, LIMITS, log, { pool });
+  const get = (name: string, owner: string, priority: 'read' | 'list') => views.get(keys.get(name)!, { owner, priority });
+  try {
+    // one caller's list of four: one runs, the rest wait (a list never takes the last worker)
+    const list = ['A1', 'A2', 'A3', 'A4'].map((n) => get(n, 'attacker', 'list'));
+    await until(() => order.length === 1, 'the first list row derives');
+    assert.equal(views.waiting, 3);
+    // someone else opens an email: it runs at once, on the worker the list may not take
+    const b = get('B1', 'reader', 'read');
+    await until(() => order.length === 2, 'the read derives');
+    assert.deepEqual(order, ['A1', 'B1']);
+    // a second reader, while both workers are busy, goes before the list's next row
+    const c = get('C1', 'other', 'read');
+    await until(() => views.waiting === 4, 'the second read waits');
+    finish('B1');
+    await b;
+    await until(() => order.length === 3, 'a worker is free');
+    assert.deepEqual(order, ['A1', 'B1', 'C1'], 'a read before a list row');
+    // one caller never holds both workers: its second read waits for its first
+    const d = get('D1', 'other', 'read');
+    finish('A1');
+    await until(() => order.length === 4, 'the list goes on');
+    assert.deepEqual(order.at(-1), 'A2', 'not D1: its caller already holds a worker');
+    // a reader asking for a row the list still waits for takes it over: a read now
+    const a4 = get('A4', 'someone', 'read');
+    finish('C1');
+    await c;
+    await until(() => order.length === 5, 'the next');
+    assert.equal(order.at(-1), 'D1', 'its caller is free again');
+    finish('A2');
+    await until(() => order.length === 6, 'the next');
+    assert.equal(order.at(-1), 'A4', 'the promoted row, before the list\'s A3');
+    finish('D1');
+    await until(() => order.length === 7, 'the last');
+    assert.equal(order.at(-1), 'A3');
+    finish('A4');
+    finish('A3');
+    await Promise.all([...list, d, a4]);
+    assert.equal(most, 2, 'never more derivations at once than workers');
+  } finally {
     await views.close();
     await store.close();
   }

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import PostalMime, { decodeWords } from 'postal-mime';
-import { fastSummary, summarize } from '../../src/smtp/parse.ts';
+import { fastSummary, searchTextOf, summarize } from '../../src/smtp/parse.ts';
 import { toWire } from '../helpers/smtp.ts';
 import { CORPUS, corpusMissing } from '../helpers/corpus.ts';
 
@@ -20,10 +20,11 @@ function files(dir: string, out: string[] = []): string[] {
   return out;
 }
 
-/** The fast path gives exactly what the full parse gives on every message; returns how often it was taken. */
+/** The fast path gives exactly what the full parse gives (search text included) on every message; returns how often it was taken. */
 async function sameAsFullParse(all: string[], t: { diagnostic(msg: string): void }): Promise<number> {
   let fast = 0;
   const differ: string[] = [];
+  const searchDiffer: string[] = [];
   for (const path of all) {
     // as the receiver gets it: CRLF line ends, the terminating line break kept
     const raw = new Uint8Array(Buffer.from(toWire(readFileSync(path)).toString('latin1').replace(/^\.\./gm, '.'), 'latin1'));
@@ -44,21 +45,30 @@ async function sameAsFullParse(all: string[], t: { diagnostic(msg: string): void
       subject: cap(oneLine(email.subject ?? '')),
       hasAttachments: email.attachments.length > 0,
     };
-    if (JSON.stringify(quick) !== JSON.stringify(full)) differ.push(`${path}: ${JSON.stringify(quick)} vs ${JSON.stringify(full)}`);
+    const { searchText, ...head } = quick;
+    if (JSON.stringify(head) !== JSON.stringify(full)) differ.push(`${path}: ${JSON.stringify(head)} vs ${JSON.stringify(full)}`);
+    // the search text from the leaves (no parser) is the full parse's, in search form
+    const fullText = searchTextOf(email);
+    if (searchText !== fullText) {
+      let at = 0;
+      while (searchText[at] === fullText[at]) at++;
+      searchDiffer.push(`${path} at ${at} of ${fullText.length}:\n  fast ${JSON.stringify(searchText.slice(Math.max(0, at - 40), at + 60))}\n  full ${JSON.stringify(fullText.slice(Math.max(0, at - 40), at + 60))}`);
+    }
     assert.deepEqual(await summarize(raw, LIMITS).then(({ raw: _r, ...s }) => s), quick);
   }
   t.diagnostic(`fast path: ${fast} of ${all.length} messages`);
   assert.deepEqual(differ, []);
+  assert.deepEqual(searchDiffer, []);
   return fast;
 }
 
-test('fast summary = full parse on every fixture message (as received over SMTP)', async (t) => {
+test('fast summary = full parse (search text included) on every fixture message (as received over SMTP)', async (t) => {
   const all = files(FIXTURES);
   assert.ok(all.length >= 50, `${all.length} fixture messages`);
   assert.ok((await sameAsFullParse(all, t)) > 0, 'some fixture takes the fast path');
 });
 
-test('fast summary = full parse on every shared-corpus and fixture message (as received over SMTP)', { skip: corpusMissing ?? false }, async (t) => {
+test('fast summary = full parse (search text included) on every shared-corpus and fixture message (as received over SMTP)', { skip: corpusMissing ?? false }, async (t) => {
   const all = [...files(CORPUS), ...files(FIXTURES)];
   assert.ok(all.length >= 222, `${all.length} messages`);
   const fast = await sameAsFullParse(all, t);

@@ -961,7 +961,7 @@ export interface operations {
                 from?: string;
                 /** @description Only emails whose decoded Subject contains this text (case-insensitive). Additive. */
                 subject?: string;
-                /** @description Only emails whose body text (the plain part, or the HTML part as text) contains this (case-insensitive). Reads at most the 200 nearest bodies per request. Additive. */
+                /** @description Only emails whose body text (the plain part, or the HTML part as text; its first 32,768 characters) contains this, case-insensitive, any run of white space matching any other. Reads the search texts of at most the 200 nearest emails per request. Additive. */
                 text?: string;
             };
             header?: never;
@@ -1248,7 +1248,7 @@ export interface operations {
                 from?: string;
                 /** @description Only emails whose decoded Subject contains this text (case-insensitive) */
                 subject?: string;
-                /** @description Only emails whose body text contains this (case-insensitive); reads at most the 200 nearest bodies per request */
+                /** @description Only emails whose body text contains this (case-insensitive, white space as one space); reads the search texts of at most the 200 nearest emails per request */
                 text?: string;
             };
             header?: never;

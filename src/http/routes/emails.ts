@@ -4,6 +4,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import * as emails from '../../services/emails.ts';
+import { readerOf } from '../../services/views.ts';
 import { contentDisposition } from '../download.ts';
 import { AttachmentSchema, EmailFullSchema, toWireAttachment, toWireEmail } from '../schemas/wire.ts';
 import { IdParams, NoContent, SECURITY, data, download, errors } from './shared.ts';
@@ -16,7 +17,7 @@ export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
       operationId: 'getEmail', tags: ['emails'], summary: 'One email with bodies and attachment metadata. 404 once expired.', security: SECURITY, params: IdParams,
       response: { 200: data(Type.Ref(EmailFullSchema), 'The email'), ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
-  }, async (request) => ({ data: toWireEmail(core, await emails.getEmail(core, request.params.id)) }));
+  }, async (request) => ({ data: toWireEmail(core, await emails.getEmail(core, request.params.id, readerOf(request.ip))) }));
 
   app.delete('/api/v1/emails/:id', {
     schema: {
@@ -34,7 +35,7 @@ export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
       response: { 200: Type.Object({ data: Type.Array(Type.Ref(AttachmentSchema)), meta: Type.Object({ email_id: Type.String(), count: Type.Integer() }) }, { description: 'Attachments' }), ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request) => {
-    const list = await emails.listAttachments(core, request.params.id);
+    const list = await emails.listAttachments(core, request.params.id, readerOf(request.ip));
     const id = request.params.id.toLowerCase();
     return { data: list.map((a) => toWireAttachment(core, id, a)), meta: { email_id: id, count: list.length } };
   });
@@ -49,7 +50,7 @@ export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
       },
     },
   }, async (request, reply) => {
-    const att = await emails.getAttachment(core, request.params.id, request.params.attachment_id);
+    const att = await emails.getAttachment(core, request.params.id, request.params.attachment_id, readerOf(request.ip));
     return download(reply, att.meta.contentType, att.meta.sizeBytes, contentDisposition(att.meta.filename), att.chunks);
   });
 

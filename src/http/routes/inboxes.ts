@@ -8,6 +8,7 @@ import { isUuid } from '../../domain/ids.ts';
 import type { Core } from '../../services/core.ts';
 import * as emails from '../../services/emails.ts';
 import { createInbox } from '../../services/inboxes.ts';
+import { readerOf } from '../../services/views.ts';
 import { withWaitSlot } from '../../services/wait.ts';
 import { createEventStreams, EVENT_STREAM_LIFETIME_MS } from '../events.ts';
 import { DomainSchema, EmailFullSchema, EmailSummarySchema, InboxSchema, ListMetaSchema, createSummaryJson, toWireEmail } from '../schemas/wire.ts';
@@ -20,7 +21,7 @@ const ListQuery = Type.Object({
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold when the result would be empty. Needs an API key.' }),
   from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive). With wait, the request returns only when a matching email arrives. Additive.' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive). Additive.' })),
-  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text (the plain part, or the HTML part as text) contains this (case-insensitive). Reads at most the 200 nearest bodies per request. Additive.' })),
+  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text (the plain part, or the HTML part as text; its first 32,768 characters) contains this, case-insensitive, any run of white space matching any other. Reads the search texts of at most the 200 nearest emails per request. Additive.' })),
 });
 const EventsQuery = Type.Object({
   since: Type.Optional(Type.String({ description: 'An email id: replay the stored mail after it first (as Last-Event-ID does)' })),
@@ -30,7 +31,7 @@ const LatestQuery = Type.Object({
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold until a matching email arrives. Needs an API key.' }),
   from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive)' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive)' })),
-  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text contains this (case-insensitive); reads at most the 200 nearest bodies per request' })),
+  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text contains this (case-insensitive, white space as one space); reads the search texts of at most the 200 nearest emails per request' })),
 });
 const InboxBody = Type.Optional(
   Type.Object(
@@ -146,7 +147,7 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
     },
   }, async (request, reply) => {
     const q = request.query;
-    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, text: q.text, waitSeconds: q.wait };
+    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, text: q.text, waitSeconds: q.wait, reader: readerOf(request.ip) };
     const answer = (out: Awaited<ReturnType<typeof emails.latestEmail>>) =>
       ({ data: out.email && toWireEmail(core, out.email), meta: { address: out.address, waited: out.waited } });
     if (q.wait <= 0) return answer(await emails.latestEmail(core, input));

@@ -47,8 +47,8 @@ export const readEmailTool = defineTool({
     })).describe('Links, the main action first (extracted from untrusted content; nothing was fetched)'),
   }),
   annotations: { title: 'Read one email', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
-  async run({ core }, args) {
-    const email = await getEmail(core, args.email_id);
+  async run({ core, reader }, args) {
+    const email = await getEmail(core, args.email_id, reader);
     const { body, truncated } = email.agentBody; // derived once per message, off the event loop
     const structured = {
       id: email.id,

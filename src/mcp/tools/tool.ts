@@ -2,6 +2,7 @@
 // that calls one service function and maps the result to the wire (ARCHITECTURE.md rule 4).
 import type { z } from 'zod';
 import type { Core } from '../../services/core.ts';
+import type { Reader } from '../../services/views.ts';
 
 /** Per-request facts a tool may need. */
 export interface ToolContext {
@@ -10,6 +11,8 @@ export interface ToolContext {
   bucket: string;
   /** Aborted when the client goes away; ends a held check_inbox early. */
   signal: AbortSignal;
+  /** Who reads (derivations are queued as theirs: services/views.ts); the service's own when absent. */
+  reader?: Reader;
 }
 
 export interface ToolAnnotations {

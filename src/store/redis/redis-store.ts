@@ -40,6 +40,8 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     addMessage: replicatedScript(client, 'ephAddMessage', lua.ADD_MESSAGE, 2, replicas),
     unref: script(client, 'ephUnrefMessage', lua.UNREF_MESSAGE, 1),
     putViews: script(client, 'ephPutViews', lua.PUT_VIEWS, 1),
+    match: script(client, 'ephMatchText', lua.MATCH_TEXT, 1),
+    putSearch: script(client, 'ephPutSearchText', lua.PUT_SEARCH_TEXT, 1),
     purge: script(client, 'ephPurgeInbox', lua.PURGE_INBOX, 1),
     sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
     mint: replicatedScript(client, 'ephMintKey', lua.MINT_KEY, 3, replicas),
@@ -61,10 +63,10 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   async function addEmails(emails: NewEmail[]): Promise<EmailSummary[]> {
     if (emails.length === 0) return [];
     // each message once, before the rows that reference it (its own slot: a random key's hash tag)
-    const messages = new Map<Uint8Array, { rows: number; expiresAt: number }>();
+    const messages = new Map<Uint8Array, { rows: number; expiresAt: number; searchText?: string }>();
     for (const e of emails) {
       const m = messages.get(e.raw);
-      if (!m) messages.set(e.raw, { rows: 1, expiresAt: e.expiresAt });
+      if (!m) messages.set(e.raw, { rows: 1, expiresAt: e.expiresAt, searchText: e.searchText });
       else {
         m.rows++;
         m.expiresAt = Math.max(m.expiresAt, e.expiresAt);
@@ -75,7 +77,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       const mk = randomUUID();
       keyOf.set(raw, mk);
       const base = k.message(mk);
-      return run.addMessage([base, `${base}:r`], [Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), m.rows, m.expiresAt]);
+      const args: Arg[] = [Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), m.rows, m.expiresAt];
+      if (m.searchText !== undefined) args.push(m.searchText);
+      return run.addMessage([base, `${base}:r`], args);
     }));
     const slots = [...new Set(emails.map((e) => addressSlot(e.address)))];
     const fresh = slots.filter((s) => !slotsSeen.has(s));
@@ -109,6 +113,19 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     const out: EmailSummary[] = [];
     for (let i = 0; i < flat.length; i += 2) out.push({ id: flat[i], ...(JSON.parse(flat[i + 1]) as StoredSummary) });
     return out;
+  }
+
+  /** matchText: each live row's message key, then one find per distinct message, inside Redis. */
+  async function matchText(ids: string[], needle: string, now: number): Promise<(boolean | null)[]> {
+    const keys = await Promise.all(ids.map(async (id) => {
+      const [m, x] = await client.hmget(k.email(id.toLowerCase()), 'm', 'x');
+      return m !== null && x !== null && Number(x) > now ? m : null;
+    }));
+    const found = new Map<string, Promise<boolean | null>>();
+    for (const mk of keys) {
+      if (mk !== null && !found.has(mk)) found.set(mk, run.match([k.message(mk)], [needle]).then((r) => (Number(r) < 0 ? null : Number(r) === 1)));
+    }
+    return Promise.all(keys.map((mk) => (mk === null ? null : found.get(mk)!)));
   }
 
   /** A string value read in chunks as they are consumed (GETRANGE); null when missing. */
@@ -177,6 +194,8 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         await run.putViews([base], [base, views, ...parts.map((p) => Buffer.from(p.buffer, p.byteOffset, p.byteLength))]);
       }),
     readPart: (mk, index) => call(() => bytes(`${k.message(mk)}:p:${index}`)),
+    matchText: (ids, needle, now) => call(() => matchText(ids, needle, now)),
+    putSearchText: (mk, text) => call(async () => void (await run.putSearch([k.message(mk)], [text]))),
     deleteEmail: (id, now) =>
       call(async () => {
         const lid = id.toLowerCase();

@@ -155,11 +155,13 @@ return out
 `;
 
 /**
- * A message, stored once. KEYS: its hash (n: rows referencing it, x: expiry, v: views, pc: parts),
- * its raw bytes. ARGV: raw, rows, expiresAt. Both expire at expiresAt by Redis itself.
+ * A message, stored once. KEYS: its hash (n: rows referencing it, x: expiry, v: views, pc: parts,
+ * t: search text), its raw bytes. ARGV: raw, rows, expiresAt, and its search text when it has one.
+ * Both expire at expiresAt by Redis itself.
  */
 export const ADD_MESSAGE = `
 redis.call('HSET', KEYS[1], 'n', ARGV[2], 'x', ARGV[3])
+if ARGV[4] then redis.call('HSET', KEYS[1], 't', ARGV[4]) end
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])
 redis.call('SET', KEYS[2], ARGV[1], 'PXAT', ARGV[3])
 return 1
@@ -189,6 +191,24 @@ for i = 0, old - 1 do redis.call('DEL', base .. ':p:' .. i) end
 for i = 3, #ARGV do redis.call('SET', base .. ':p:' .. (i - 3), ARGV[i], 'PXAT', x) end
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 'pc', #ARGV - 2)
 return 1
+`;
+
+/**
+ * Whether a message's search text contains a needle. KEYS[1]: its hash; ARGV[1]: the needle (search
+ * form). Returns 1 or 0, or -1 when the message is gone or has no search text. One plain find over
+ * at most SEARCH_TEXT_MAX_CHARS: the text never leaves Redis.
+ */
+export const MATCH_TEXT = `
+local t = redis.call('HGET', KEYS[1], 't')
+if not t then return -1 end
+if string.find(t, ARGV[1], 1, true) then return 1 end
+return 0
+`;
+
+/** The search text of a message that has none. KEYS[1]: its hash; ARGV[1]: the text. 1 when written. */
+export const PUT_SEARCH_TEXT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HSETNX', KEYS[1], 't', ARGV[1])
 `;
 
 /**

@@ -19,10 +19,13 @@ const BIG_WRITE = 4 * 1024 * 1024;
 /** One write. Each runs in its own savepoint of the shared transaction: it fails alone, all or none. */
 export type WriteJob =
   /**
-   * New mail: each message once ([key, raw, expiresAt]), then its rows (SQL.insertEmail parameters).
-   * A raw message over 64 KiB that owns its buffer is moved to the writer thread: do not use it after.
+   * New mail: each message once ([key, raw, expiresAt, search text if any]), then its rows
+   * (SQL.insertEmail parameters). A raw message over 64 KiB that owns its buffer is moved to the
+   * writer thread: do not use it after.
    */
-  | { kind: 'add'; messages: [string, Uint8Array, number][]; emails: unknown[][] }
+  | { kind: 'add'; messages: [string, Uint8Array, number, (string | null)?][]; emails: unknown[][] }
+  /** The search text of a message that has none; 0 when it has one or is gone. */
+  | { kind: 'search'; key: string; text: string }
   /** Derived views of a message and its decoded parts; 0 when the message was already freed. */
   | { kind: 'views'; key: string; views: string; parts: Uint8Array[] }
   /** Up to `limit` expired rows (and expired messages); returns how many rows. */
@@ -37,7 +40,10 @@ function makeOps(db, SQL) {
   const buf = (u) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
   const run = {
     add(j) {
-      for (const m of j.messages) st.insertMessage.run(m[0], buf(m[1]), m[2]);
+      for (const m of j.messages) {
+        st.insertMessage.run(m[0], buf(m[1]), m[2]);
+        if (m[3] != null) st.insertSearch.run(m[0], Buffer.from(m[3], 'utf8'), m[0]);
+      }
       for (const e of j.emails) st.insertEmail.run(...e);
       return 0;
     },
@@ -46,6 +52,9 @@ function makeOps(db, SQL) {
       const n = st.setViews.run(j.views, j.key).changes;
       if (n) j.parts.forEach((p, i) => st.insertPart.run(j.key, i, buf(p), j.key));
       return n;
+    },
+    search(j) {
+      return st.insertSearch.run(j.key, Buffer.from(j.text, 'utf8'), j.key).changes;
     },
     sweep(j) {
       const n = st.sweepEmails.run(j.now, j.limit).changes;

@@ -81,6 +81,11 @@ export function createSqliteStore(path: string, options: { random?: () => number
     rawSize: db.prepare('SELECT length(raw) AS n FROM messages WHERE key = ?').pluck(),
     rawChunk: db.prepare('SELECT substr(raw, ?, ?) FROM messages WHERE key = ?').pluck(),
     views: db.prepare('SELECT views FROM messages WHERE key = ?').pluck(),
+    // ids as one JSON array (a batch is at most a page of a list)
+    // instr() over the UTF-8 bytes, inside SQLite: no string per message is made on this thread
+    matchText: db.prepare(`SELECT e.id AS id, CASE WHEN s.text IS NULL THEN NULL ELSE instr(s.text, ?) > 0 END AS hit
+      FROM emails e LEFT JOIN message_search s ON s.message_key = e.message_key
+      WHERE e.id IN (SELECT value FROM json_each(?)) AND e.expires_at > ?`),
     partSize: db.prepare('SELECT length(content) FROM message_parts WHERE message_key = ? AND n = ?').pluck(),
     partChunk: db.prepare('SELECT substr(content, ?, ?) FROM message_parts WHERE message_key = ? AND n = ?').pluck(),
     deleteEmail: db.prepare('DELETE FROM emails WHERE id = ? AND expires_at > ?'),
@@ -110,12 +115,12 @@ export function createSqliteStore(path: string, options: { random?: () => number
   function addEmails(emails: NewEmail[]): Promise<EmailSummary[]> {
     if (emails.length === 0) return Promise.resolve([]);
     // ids in input order; a message's key is the id of its first row, its expiry the latest of its rows
-    const messages = new Map<Uint8Array, [string, Uint8Array, number]>();
+    const messages = new Map<Uint8Array, [string, Uint8Array, number, string | null]>();
     const rows: unknown[][] = [];
     const summaries = emails.map((e): EmailSummary => {
       const id = ids.next(e.receivedAt);
       let m = messages.get(e.raw);
-      if (!m) messages.set(e.raw, (m = [id, e.raw, e.expiresAt]));
+      if (!m) messages.set(e.raw, (m = [id, e.raw, e.expiresAt, e.searchText ?? null]));
       else if (e.expiresAt > m[2]) m[2] = e.expiresAt;
       rows.push([id, e.address, m[0], e.sender, e.mailedBy, e.subject, e.hasAttachments ? 1 : 0, e.receivedAt, e.expiresAt]);
       return summaryOf(id, e);
@@ -177,6 +182,16 @@ export function createSqliteStore(path: string, options: { random?: () => number
       guard(() => bytes(q.rawSize.get(key) as number | undefined, (at) => q.rawChunk.get(at + 1, CHUNK, key) as Buffer | undefined)),
     getViews: (key) => guard(() => (q.views.get(key) as string | null | undefined) ?? null),
     putViews: (key, views, parts) => writes.write({ kind: 'views', key, views, parts }).then(() => undefined),
+    matchText: (list, needle, now) =>
+      guard(() => {
+        if (list.length === 0) return [];
+        const found = new Map<string, boolean | null>();
+        for (const r of q.matchText.all(Buffer.from(needle, 'utf8'), JSON.stringify(list.map((id) => id.toLowerCase())), now) as { id: string; hit: number | null }[]) {
+          found.set(r.id, r.hit === null ? null : r.hit === 1);
+        }
+        return list.map((id) => found.get(id.toLowerCase()) ?? null);
+      }),
+    putSearchText: (key, text) => writes.write({ kind: 'search', key, text }).then(() => undefined),
     readPart: (key, index) =>
       guard(() => bytes(q.partSize.get(key, index) as number | undefined, (at) => q.partChunk.get(at + 1, CHUNK, key, index) as Buffer | undefined)),
     deleteEmail: (id, now) => guard(() => q.deleteEmail.run(id.toLowerCase(), now).changes > 0),
