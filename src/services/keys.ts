@@ -53,6 +53,7 @@ export async function mintKey(core: Core, input: { label?: string; contactEmail?
     contactEmail: input.contactEmail ?? null,
     createdAt: now,
     revokedAt: null,
+    lastUsedAt: null,
   };
   const res = await core.store.mintKey(record, own.bucket, core.config.keysPerIpPerDay, DAY_MS, now);
   if (!res.ok) {
