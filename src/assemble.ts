@@ -114,6 +114,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics.watch('ephemail_waits_held', 'Long-polls held now (HTTP wait and MCP check_inbox)', () => core.waits.held);
     metrics.watch('ephemail_smtp_connections', 'SMTP connections open now', () => smtp.server.connections.size);
     metrics.watch('ephemail_webhook_deliveries_in_flight', 'Webhook deliveries this node runs now', () => core.webhooks.inFlight);
+    metrics.watch('ephemail_domains_active', 'Domains this node takes new mail for (EPHEMAIL_DOMAINS and those added at run time)', () => domains.active().length);
     if (config.smtpTls.mode !== 'off') metrics.watch('ephemail_smtp_tls_certificate_expiry_timestamp_seconds', 'When the STARTTLS certificate new sessions get expires (Unix time)', () => (smtp.tlsNotAfter() ?? 0) / 1000);
   }
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()), options.httpTimeouts);

@@ -119,6 +119,7 @@ describe('admin API on', () => {
     assert.ok(mcp.result.structuredContent.available_domains.includes('served.example'));
     assert.match(await (await svc.api('/')).text(), /<code>served\.example<\/code>/);
     assert.ok((await (await svc.api('/api/v1')).json()).data.domains.includes('served.example'));
+    assert.match(await (await svc.api('/metrics')).text(), /^ephemail_domains_active [3-9]$/m, 'the gauge counts it');
   });
 
   test('a retired domain takes no new mail (RCPT 550 5.1.2, POST /inboxes 400, create_inbox isError) but its stored mail stays readable; it can be added again', async () => {
