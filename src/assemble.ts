@@ -13,6 +13,7 @@ import type { Limiter } from './limiter/limiter.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
 import type { Core } from './services/core.ts';
+import { createDomainRegistry } from './services/domains.ts';
 import { createViewService } from './services/views.ts';
 import { createWaitRegistry } from './services/wait.ts';
 import { createWebhookService } from './services/webhooks.ts';
@@ -88,6 +89,10 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   let boundHttpPort = config.httpPort;
   let smtpListener: SmtpListener | null = null;
   const baseUrl = () => config.publicUrl ?? `http://localhost:${boundHttpPort}`;
+  // the added domains are read before anything serves (a store down now: EPHEMAIL_DOMAINS only, and
+  // 451/500 for any other domain until it answers; the registry logs it)
+  const domains = createDomainRegistry({ config, store, clock, log });
+  await domains.refresh().catch(() => undefined);
   const core: Core = {
     config,
     store,
@@ -96,8 +101,9 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     clock,
     log,
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits, clock }),
+    domains,
     views: createViewService(store, config, log, { onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
-    webhooks: createWebhookService({ store, config, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
+    webhooks: createWebhookService({ store, config, domains, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
     metrics,
     baseUrl,
     smtpRunning: () => smtpListener?.running ?? false,
@@ -108,6 +114,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics.watch('ephemail_waits_held', 'Long-polls held now (HTTP wait and MCP check_inbox)', () => core.waits.held);
     metrics.watch('ephemail_smtp_connections', 'SMTP connections open now', () => smtp.server.connections.size);
     metrics.watch('ephemail_webhook_deliveries_in_flight', 'Webhook deliveries this node runs now', () => core.webhooks.inFlight);
+    metrics.watch('ephemail_domains_active', 'Domains this node takes new mail for (EPHEMAIL_DOMAINS and those added at run time)', () => domains.active().length);
     if (config.smtpTls.mode !== 'off') metrics.watch('ephemail_smtp_tls_certificate_expiry_timestamp_seconds', 'When the STARTTLS certificate new sessions get expires (Unix time)', () => (smtp.tlsNotAfter() ?? 0) / 1000);
     metrics.watch('ephemail_derivations_waiting', 'Derivations of views (and search texts of older mail) waiting for a worker', () => core.views.waiting);
   }
@@ -134,15 +141,17 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
       setTimeout(() => core.views.warm(), 200).unref();
       sweeper = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
       core.webhooks.start();
+      domains.start();
       sweeper.unref();
       const host = (a: AddressInfo) => (a.family === 'IPv6' ? `[${a.address}]` : a.address);
       const urls = { http: `http://${host(httpAddr)}:${httpAddr.port}`, smtp: `${host(smtpAddr)}:${smtpAddr.port}` };
-      log.info({ ...urls, public_url: core.baseUrl(), store: redactStoreUrl(config.store), domains: config.domains }, 'ephemail started');
+      log.info({ ...urls, public_url: core.baseUrl(), store: redactStoreUrl(config.store), domains: domains.active() }, 'ephemail started');
       return urls;
     },
     stop() {
       stopped ??= (async () => {
         if (sweeper) clearInterval(sweeper);
+        domains.stop();
         const smtpClosed = smtp.close(); // stop accepting; transactions in flight finish
         core.waits.releaseAll(); // held polls answer with their (empty) result
         await app.close();

@@ -52,6 +52,8 @@ export interface Config {
   logLevel: string;
   /** Secret used to sign MCP session ids; random per process unless set (set it when running several nodes). */
   sessionSecret: string | null;
+  /** The admin API's bearer token (/api/v1/admin/); null: the admin API is off (every path 404). */
+  adminToken: string | null;
   /** Largest attachment kept, in decoded bytes (spec: 5 MB). */
   maxAttachmentBytes: number;
   maxAttachments: number;
@@ -101,6 +103,7 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_WEBHOOKS_PER_KEY', type: 'integer', default: '10', meaning: 'webhooks per key', of: (c) => c.webhooks.perKey },
   { name: 'EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT', type: 'integer', default: '64', meaning: 'webhook deliveries one node runs at once', of: (c) => c.webhooks.maxInFlight },
   { name: 'EPHEMAIL_SESSION_SECRET', type: 'secret', default: 'random per process', meaning: 'signs MCP session ids (at least 32 bytes)' },
+  { name: 'EPHEMAIL_ADMIN_TOKEN', type: 'secret', default: 'unset', meaning: 'turns the admin API on; its bearer token (at least 32 characters)' },
 ]);
 
 /** The store setting without credentials, for logs and the banner. */
@@ -196,6 +199,14 @@ function sessionSecret(env: Env): string | null {
   return v;
 }
 
+/** The admin token: at least 32 characters, or none (the admin API is off). */
+function adminToken(env: Env): string | null {
+  const v = env.EPHEMAIL_ADMIN_TOKEN?.trim();
+  if (!v) return null;
+  if ([...v].length < 32 || /\s/.test(v)) throw new ConfigError('EPHEMAIL_ADMIN_TOKEN', '(hidden)', 'at least 32 characters without spaces (e.g. openssl rand -hex 32), or unset to keep the admin API off');
+  return v;
+}
+
 const DOMAIN_RE = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
 
 export function loadConfig(env: Env = process.env): Config {
@@ -268,6 +279,7 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     logLevel,
     sessionSecret: sessionSecret(env),
+    adminToken: adminToken(env),
     maxAttachmentBytes: 5 * 1024 * 1024,
     maxAttachments: 100,
   });

@@ -1,13 +1,19 @@
-// Entry: `ephemail [serve]`, `ephemail keys list`, `ephemail keys revoke <prefix>`.
+// Entry: `ephemail [serve]`, `ephemail keys list|revoke <prefix>`, `ephemail domains list|add|retire <domain>`.
 import { assemble, createLogger, openBackends, redactStoreUrl } from './assemble.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { systemClock } from './domain/clock.ts';
+import { AppError } from './domain/errors.ts';
+import { addDomain, listDomains, retireDomain, type DomainEntry } from './services/domains.ts';
 import { startHint } from './start-hint.ts';
 
 const USAGE = `Usage:
   ephemail [serve]               start the SMTP receiver, HTTP API, tool endpoint and web pages
   ephemail keys list             list API keys (prefix, label, created_at, revoked)
   ephemail keys revoke <prefix>  revoke every key whose prefix starts with <prefix>
+  ephemail domains list          list domains (source, state, when added or retired)
+  ephemail domains add <domain>  take mail at <domain> too, on every node within 2 s
+  ephemail domains retire <domain>
+                                 take no new mail at <domain>; its stored mail stays readable until it expires
 Configuration is read from EPHEMAIL_* environment variables (see README).`;
 
 const SIGHUP_SAYS = {
@@ -49,7 +55,7 @@ async function serve(config: Config): Promise<void> {
   });
   try {
     const urls = await service.start();
-    if (process.stdout.isTTY) console.log(banner(config, service.core.baseUrl(), urls.smtp));
+    if (process.stdout.isTTY) console.log(banner(config, service.core.domains.active(), service.core.baseUrl(), urls.smtp));
   } catch (err) {
     const hint = startHint(err, config);
     if (hint) console.error(`ephemail: ${hint}`);
@@ -60,15 +66,15 @@ async function serve(config: Config): Promise<void> {
 }
 
 /** What a person starting the service in a terminal wants to see (JSON logs follow). */
-function banner(config: Config, base: string, smtp: string): string {
+function banner(config: Config, domains: readonly string[], base: string, smtp: string): string {
   return [
     '',
-    `  ephemail is running: disposable inboxes at ${config.domains.join(', ')}`,
+    `  ephemail is running: disposable inboxes at ${domains.join(', ')}`,
     '',
     `  Web page   ${base}/`,
     `  API        ${base}/api/v1   (reference: ${base}/docs)`,
     `  MCP        ${base}/mcp`,
-    `  SMTP       ${smtp}   (send mail to anything@${config.domains[0]})`,
+    `  SMTP       ${smtp}   (send mail to anything@${domains[0]})`,
     `  Store      ${redactStoreUrl(config.store)}`,
     '',
     '  Ctrl+C stops it.',
@@ -111,6 +117,42 @@ async function keys(config: Config, args: string[]): Promise<number> {
   }
 }
 
+const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
+const domainLine = (d: DomainEntry) => [d.domain, d.source, d.state, `added ${when(d.addedAt)}`, `retired ${when(d.retiredAt)}`].join('\t');
+
+/** `ephemail domains …`: 0 done, 1 refused (the message says why), 2 a usage error. */
+async function domains(config: Config, args: string[]): Promise<number> {
+  const [verb, name, extra] = args;
+  const usable = (verb === 'list' && name === undefined) || ((verb === 'add' || verb === 'retire') && name !== undefined && extra === undefined);
+  if (!usable) {
+    console.error(USAGE);
+    return 2;
+  }
+  const log = createLogger({ ...config, logLevel: 'warn' });
+  const { store, bus, limiter } = await openBackends(config, log);
+  try {
+    if (verb === 'list') {
+      for (const d of await listDomains(config, store)) console.log(domainLine(d));
+      return 0;
+    }
+    if (verb === 'add') {
+      const { entry, created } = await addDomain(config, store, name, systemClock.now());
+      console.log(`${created ? 'added' : 'already active'}\t${domainLine(entry)}`);
+      return 0;
+    }
+    console.log(`retired\t${domainLine(await retireDomain(config, store, name, systemClock.now()))}`);
+    return 0;
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err;
+    console.error(`ephemail: ${err.message}`);
+    return err.type === 'invalid_request' ? 2 : 1;
+  } finally {
+    await bus.close();
+    await limiter.close();
+    await store.close();
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command = 'serve', ...rest] = argv;
   if (command === '--help' || command === '-h' || command === 'help') {
@@ -128,8 +170,8 @@ async function main(argv: string[]): Promise<void> {
     throw err;
   }
   if (command === 'serve') return serve(config);
-  if (command === 'keys') {
-    const code = await keys(config, rest).catch((err: unknown) => {
+  if (command === 'keys' || command === 'domains') {
+    const code = await (command === 'keys' ? keys : domains)(config, rest).catch((err: unknown) => {
       console.error(`ephemail: the store (${redactStoreUrl(config.store)}) could not be used: ${err instanceof Error ? err.message : String(err)}`);
       return 1;
     });

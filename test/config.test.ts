@@ -33,6 +33,20 @@ test('EPHEMAIL_SESSION_SECRET must be at least 32 bytes, and the error never pri
   });
 });
 
+test('EPHEMAIL_ADMIN_TOKEN: unset keeps the admin API off; shorter than 32 characters stops start-up naming it, never printing it', () => {
+  assert.equal(loadConfig({}).adminToken, null);
+  assert.equal(loadConfig({ EPHEMAIL_ADMIN_TOKEN: ' ' }).adminToken, null);
+  assert.equal(loadConfig({ EPHEMAIL_ADMIN_TOKEN: 'a'.repeat(32) }).adminToken, 'a'.repeat(32));
+  for (const bad of ['too-short-admin-token', 'x'.repeat(31), `${'x'.repeat(20)} ${'y'.repeat(20)}`]) {
+    assert.throws(() => loadConfig({ EPHEMAIL_ADMIN_TOKEN: bad }), (e: Error) => {
+      assert.ok(e instanceof ConfigError);
+      assert.match(e.message, /^EPHEMAIL_ADMIN_TOKEN=.* at least 32 characters/);
+      assert.ok(!e.message.includes(bad), 'the value is not printed');
+      return true;
+    });
+  }
+});
+
 test('a bad value names its variable', () => {
   assert.throws(() => loadConfig({ EPHEMAIL_HTTP_PORT: '70000' }), /EPHEMAIL_HTTP_PORT/);
   assert.throws(() => loadConfig({ EPHEMAIL_DOMAINS: 'not a domain' }), /EPHEMAIL_DOMAINS/);

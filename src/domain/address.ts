@@ -33,6 +33,15 @@ export function parseAddress(input: string): Address | null {
   return { address: `${localPart}@${domain}`, localPart, domain };
 }
 
+/**
+ * A domain name as the service keeps it (lowercase, no trailing dot, LDH labels of at most 63, 253
+ * in all), or null when `input` is not one. The rule EPHEMAIL_DOMAINS and addresses follow.
+ */
+export function normalizeDomain(input: string): string | null {
+  const d = input.trim().toLowerCase().replace(/\.$/, '');
+  return DOMAIN_RE.test(d) ? d : null;
+}
+
 /** Domain of an SMTP envelope sender, lowercased; null for the null sender `<>` (DECISIONS.md: mailed_by). */
 export function mailedByOf(envelopeFrom: string | false | null | undefined): string | null {
   if (!envelopeFrom) return null;

@@ -1,7 +1,10 @@
 // The one error type of the service (spec: Errors). Every edge translates it in one place:
 // the HTTP envelope (http/plugins/errors.ts), the MCP isError result (mcp/), the SMTP reply (smtp/).
 
-/** Error types and their HTTP statuses. `address_in_use` (DECISIONS.md) and `too_many_webhooks` (docs/push.md) are added types. */
+/**
+ * Error types and their HTTP statuses. `address_in_use` (DECISIONS.md), `too_many_webhooks`
+ * (docs/push.md) and `conflict` (the admin API, docs/deploy.md) are added types.
+ */
 export const ERROR_STATUS = {
   invalid_request: 400,
   unauthorized: 401,
@@ -9,6 +12,7 @@ export const ERROR_STATUS = {
   not_found: 404,
   address_in_use: 409,
   too_many_webhooks: 409,
+  conflict: 409,
   rate_limited: 429,
   quota_exceeded: 429,
   too_many_waiters: 429,
@@ -26,6 +30,7 @@ export const ERROR_MEANING: Record<ErrorType, string> = {
   not_found: 'No such resource; most often the email expired (about one hour after arrival).',
   address_in_use: 'An explicit local_part was asked for, but that address already holds mail. Delete its mail first, or omit local_part for a random empty address.',
   too_many_webhooks: 'The key already has its maximum number of webhooks (10 by default); delete one first.',
+  conflict: 'Admin API: the change contradicts the configuration or a bound (retiring a domain of EPHEMAIL_DOMAINS, too many active domains). The message says which.',
   rate_limited: 'Per-minute limit exceeded; the retry-after header gives seconds.',
   quota_exceeded: 'Daily quota exhausted; it resets at 00:00 UTC and waiting for the minute window does not help.',
   too_many_waiters: 'The key already has its maximum long-polls in flight.',

@@ -12,6 +12,7 @@ const LIMIT_HEADERS = {
 };
 
 export async function registerOpenApi(app: FastifyInstance, core: Core): Promise<void> {
+  const admin = core.config.adminToken !== null;
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -28,11 +29,13 @@ export async function registerOpenApi(app: FastifyInstance, core: Core): Promise
         { name: 'inboxes', description: 'Domains and addresses' },
         { name: 'emails', description: 'Reading and deleting mail' },
         { name: 'webhooks', description: 'Signed HTTP callbacks for new mail (Standard Webhooks), retried for the mail\'s lifetime. Additive.' },
+        ...(admin ? [{ name: 'admin', description: 'The operator\'s API, on when EPHEMAIL_ADMIN_TOKEN is set: domains added and retired at run time, API keys listed and revoked. Outside the quota. Additive.' }] : []),
       ],
       components: {
         securitySchemes: {
           bearer: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <API_KEY>' },
           apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+          ...(admin ? { adminToken: { type: 'http' as const, scheme: 'bearer', description: 'Authorization: Bearer <EPHEMAIL_ADMIN_TOKEN> (the admin API only)' } } : {}),
         },
         headers: LIMIT_HEADERS,
       },
@@ -51,12 +54,16 @@ export async function registerOpenApi(app: FastifyInstance, core: Core): Promise
           }
           // (a body whose schema names required fields, such as a webhook's, stays required)
           if (op.requestBody) op.requestBody.required = Boolean(op.requestBody.content?.['application/json']?.schema?.required?.length);
+          // the admin API is outside the quota: its responses carry no rate-limit headers
+          const quota = !(op.tags as string[] | undefined)?.includes('admin');
           for (const [status, res] of Object.entries((op.responses ?? {}) as Record<string, any>)) {
             res.headers = {
               ...(res.headers ?? {}),
-              'ratelimit-limit': { $ref: '#/components/headers/ratelimit-limit' },
-              'ratelimit-remaining': { $ref: '#/components/headers/ratelimit-remaining' },
-              'ratelimit-reset': { $ref: '#/components/headers/ratelimit-reset' },
+              ...(quota ? {
+                'ratelimit-limit': { $ref: '#/components/headers/ratelimit-limit' },
+                'ratelimit-remaining': { $ref: '#/components/headers/ratelimit-remaining' },
+                'ratelimit-reset': { $ref: '#/components/headers/ratelimit-reset' },
+              } : {}),
               ...(status === '429' || status === '500' ? { 'retry-after': { $ref: '#/components/headers/retry-after' } } : {}),
             };
           }

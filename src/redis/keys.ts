@@ -71,6 +71,8 @@ export function keyspace(prefix: string) {
     keyRecord: (hash: string) => `${prefix}{keys}:k:${hash}`,
     keyList: `${prefix}{keys}:all`,
     mintLog: (ip: string) => `${prefix}{keys}:mint:${ip}`,
+    /** Domains added at run time: one hash (domain → `<addedAt>` or `<addedAt>:<retiredAt>`), one slot. */
+    domains: `${prefix}{domains}:all`,
     /** Rate-limit state of one bucket, tagged by the bucket. */
     limiterBase: (bucket: string) => `${prefix}l:{${bucket}}:`,
     /** The pub/sub channel of new-mail wake-ups. */

@@ -6,6 +6,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { Limiter } from '../limiter/limiter.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Store } from '../store/store.ts';
+import type { DomainRegistry } from './domains.ts';
 import type { ViewService } from './views.ts';
 import type { WaitRegistry } from './wait.ts';
 import type { WebhookService } from './webhooks.ts';
@@ -18,6 +19,8 @@ export interface Core {
   clock: Clock;
   log: Logger;
   waits: WaitRegistry;
+  /** The domains served: EPHEMAIL_DOMAINS and those added at run time (services/domains.ts). */
+  domains: DomainRegistry;
   /** Derived views of stored messages (bodies, attachments, agent text). */
   views: ViewService;
   /** Webhook registrations and this node's delivery worker. */

@@ -17,8 +17,9 @@ export function resolveInbox(core: Core, raw: string): Address {
   if (!addr) {
     throw new AppError('invalid_request', `${JSON.stringify(raw.slice(0, 100))} is not a valid email address (expected local-part@domain)`, { field: 'address' });
   }
-  if (!core.config.domains.includes(addr.domain)) {
-    throw new AppError('not_found', `${addr.domain} is not a domain of this service; active domains: ${core.config.domains.join(', ')}`);
+  // a retired domain's stored mail stays readable until it expires (DECISIONS.md "Addresses in paths")
+  if (core.domains.stateOf(addr.domain) === null) {
+    throw new AppError('not_found', `${addr.domain} is not a domain of this service; active domains: ${core.domains.active().join(', ')}`);
   }
   return addr;
 }

@@ -13,10 +13,11 @@ export interface CreateInboxInput {
 }
 
 export async function createInbox(core: Core, input: CreateInboxInput): Promise<Address> {
-  const domains = core.config.domains;
-  const domain = input.domain === undefined ? domains[0] : input.domain.trim().toLowerCase();
-  if (!domains.includes(domain)) {
-    throw new AppError('invalid_request', `${JSON.stringify(input.domain)} is not an active domain; use one of: ${domains.join(', ')}`, { field: 'domain', hint: { kind: 'list_domains' } });
+  const domain = input.domain === undefined ? core.domains.defaultDomain : input.domain.trim().toLowerCase();
+  const state = core.domains.stateOf(domain);
+  if (state !== 'active') {
+    const why = state === 'retired' ? 'was retired: it takes no new mail' : 'is not an active domain';
+    throw new AppError('invalid_request', `${JSON.stringify(input.domain)} ${why}; use one of: ${core.domains.active().join(', ')}`, { field: 'domain', hint: { kind: 'list_domains' } });
   }
   const now = core.clock.now();
   if (input.localPart !== undefined) {

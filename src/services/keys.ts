@@ -1,9 +1,10 @@
 // Free API keys: minting (3 per IP per 24 h), authenticating (SHA-256 lookup), and the operator's
 // revoke/list. Only the hash of a key is ever stored (spec: Authentication 6).
 import { createHash, randomInt } from 'node:crypto';
+import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.ts';
 import { KEY_MINT_SCALE, scaledBuckets } from '../domain/limits.ts';
-import type { KeyRecord } from '../store/store.ts';
+import type { KeyRecord, Store } from '../store/store.ts';
 import type { Core } from './core.ts';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -53,6 +54,7 @@ export async function mintKey(core: Core, input: { label?: string; contactEmail?
     contactEmail: input.contactEmail ?? null,
     createdAt: now,
     revokedAt: null,
+    lastUsedAt: null,
   };
   const res = await core.store.mintKey(record, own.bucket, core.config.keysPerIpPerDay, DAY_MS, now);
   if (!res.ok) {
@@ -73,6 +75,27 @@ export function authenticate(core: Core, raw: string): Promise<KeyRecord> {
     if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator; create a new one`, { hint: { kind: 'create_key' } });
     return record;
   });
+}
+
+/**
+ * Records that a key was used: in the store at most once per key per wall-clock minute on this node
+ * (a set of the keys seen this minute, emptied when the minute turns: bounded by the keys active in
+ * one minute), never waited for. So `lastUsedAt` is the first use of the latest minute with a use,
+ * and costs one small write per active key per minute per node.
+ */
+export function keyUseRecorder(store: Store, log: Logger): (hash: string, now: number) => void {
+  let minute = -1;
+  const seen = new Set<string>();
+  return (hash, now) => {
+    const m = Math.floor(now / 60_000);
+    if (m !== minute) {
+      minute = m;
+      seen.clear();
+    }
+    if (seen.has(hash)) return;
+    seen.add(hash);
+    store.touchKey(hash, now).catch((err: unknown) => log.debug({ err }, 'key use not recorded'));
+  };
 }
 
 const invalidKey = () => new AppError('unauthorized', 'The API key is not valid (keys cannot be recovered). Check it was copied whole, or create a new one', { hint: { kind: 'create_key' } });

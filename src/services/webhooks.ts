@@ -13,6 +13,7 @@ import { AppError } from '../domain/errors.ts';
 import type { Metrics } from '../metrics.ts';
 import type { EmailSummary, Store } from '../store/store.ts';
 import type { DeliveryAttempt, DeliveryJob, WebhookRecord } from '../store/webhooks.ts';
+import type { DomainRegistry } from './domains.ts';
 import { checkDestination, postWebhook, type Resolve } from './webhook-send.ts';
 
 /** A receiver has this long to answer. */
@@ -46,6 +47,8 @@ export interface WebhookService {
 export interface WebhookDeps {
   store: Store;
   config: Config;
+  /** Which domains a webhook may watch (active ones). */
+  domains: Pick<DomainRegistry, 'stateOf' | 'active'>;
   clock: Clock;
   log: Logger;
   metrics: Metrics | null;
@@ -68,16 +71,21 @@ export function retryDelay(n: number, random: () => number = Math.random): numbe
 const wildcardOf = (address: string) => `*@${address.slice(address.lastIndexOf('@') + 1)}`;
 
 /** The webhook target for an `address` field: a full address or `*@<domain>`, on an active domain. */
-export function webhookTarget(config: Config, raw: string): string {
+export function webhookTarget(domains: Pick<DomainRegistry, 'stateOf' | 'active'>, raw: string): string {
   const s = raw.trim().toLowerCase();
+  const check = (domain: string) => {
+    const state = domains.stateOf(domain);
+    if (state === 'active') return;
+    const why = state === 'retired' ? 'was retired: it takes no new mail' : 'is not a domain of this service';
+    throw new AppError('invalid_request', `address ${JSON.stringify(raw.slice(0, 100))}: ${domain} ${why}; active domains: ${domains.active().join(', ')}`);
+  };
   if (s.startsWith('*@')) {
-    const domain = s.slice(2);
-    if (!config.domains.includes(domain)) throw new AppError('invalid_request', `address ${JSON.stringify(raw.slice(0, 100))}: ${domain} is not a domain of this service; active domains: ${config.domains.join(', ')}`);
+    check(s.slice(2));
     return s;
   }
   const addr = parseAddress(s);
   if (!addr) throw new AppError('invalid_request', `address ${JSON.stringify(raw.slice(0, 100))} is neither an email address nor *@<domain>`);
-  if (!config.domains.includes(addr.domain)) throw new AppError('invalid_request', `address ${JSON.stringify(raw.slice(0, 100))}: ${addr.domain} is not a domain of this service; active domains: ${config.domains.join(', ')}`);
+  check(addr.domain);
   return addr.address;
 }
 
@@ -176,7 +184,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
       return running.size;
     },
     async register(keyHash, input) {
-      const target = webhookTarget(config, input.address);
+      const target = webhookTarget(deps.domains, input.address);
       const refused = await checkDestination(input.url, config.webhooks.allowPrivate, deps.resolve);
       if (refused) throw new AppError('invalid_request', refused);
       const record: WebhookRecord = {

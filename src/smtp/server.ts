@@ -9,6 +9,7 @@ import { mailedByOf, parseAddress } from '../domain/address.ts';
 import { createHoldCounter, ipBucket } from '../domain/limits.ts';
 import { StoreFullError, StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
+import type { DomainState } from '../services/domains.ts';
 import { ingest } from '../services/ingest.ts';
 import { createParsePool } from './parse-pool.ts';
 import { installProxyFront, peerMatcher } from './proxy-protocol.ts';
@@ -115,7 +116,11 @@ export interface SmtpTls {
   files?: { certFile: string; keyFile: string; pollMs?: number; settleMs?: number };
 }
 
-/** TLS material for STARTTLS: the operator's files, or a certificate made now for the first domain. */
+/**
+ * TLS material for STARTTLS: the operator's files, or a certificate made now for EPHEMAIL_DOMAINS.
+ * Domains added at run time are not in it: senders do not verify a self-signed certificate anyway
+ * (an MX's TLS is opportunistic), and a public MX uses the operator's files (docs/deploy.md).
+ */
 async function tlsOptions(config: Core['config']): Promise<SmtpTls | null> {
   const tls = config.smtpTls;
   if (tls.mode === 'off') return null;
@@ -243,8 +248,15 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       if (/[\r\n\u0000]/.test(raw)) return callback(smtpError(501, '5.1.3 Bad recipient address syntax'));
       const parsed = parseAddress(raw);
       if (!parsed) return callback(smtpError(553, '5.1.3 Recipient address is not one this service can name: use local-part@domain with a dot-atom local part of at most 64 bytes'));
-      if (!config.domains.includes(parsed.domain)) {
-        return callback(smtpError(550, `5.1.2 This service does not accept mail for ${parsed.domain}; active domains: ${config.domains.join(', ')}`));
+      let state: DomainState | null;
+      try {
+        state = core.domains.stateOf(parsed.domain);
+      } catch (err) {
+        return callback(smtpReplyFor(err)); // the added domains were never read (store down since start): 451
+      }
+      if (state !== 'active') {
+        const why = state === 'retired' ? 'no longer accepts' : 'does not accept';
+        return callback(smtpError(550, `5.1.2 This service ${why} mail for ${parsed.domain}; active domains: ${core.domains.active().join(', ')}`));
       }
       if (!addressCap) return callback();
       capped(`smtp-rcpt:${parsed.address}`, addressCap, 'address', { client: session.remoteAddress, recipient: parsed.address }, (retry) =>

@@ -130,6 +130,10 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     get webhooks() {
       return store.webhooks;
     },
+    // (read through: services/domains.ts keeps its own copy, refreshed every second)
+    get domains() {
+      return store.domains;
+    },
     get cacheStats() {
       return { entries: entries.size, bytes };
     },
@@ -196,6 +200,9 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     },
     listKeys: () => store.listKeys(),
     revokeKeys: (prefix, now) => write('keys', () => forgetWhere('k '), () => store.revokeKeys(prefix, now)),
+    // a use changes no answer authentication depends on: nothing is forgotten (a cached record's
+    // lastUsedAt may be up to maxAgeMs old, like any key read)
+    touchKey: (hash, at) => store.touchKey(hash, at),
     ping: () => store.ping(),
     close: () => {
       entries.clear();

@@ -2,6 +2,7 @@
 // pass test/conformance/store.suite.ts unchanged. All times are epoch milliseconds; `now` is passed
 // in (time is injected) and reads never return an email whose expiresAt <= now.
 // A store returns null/false/0 for "missing"; an unreachable backend throws StoreUnavailableError.
+import type { DomainStore } from './domains.ts';
 import type { WebhookStore } from './webhooks.ts';
 
 /** What every email has, from its envelope and arrival (summaries carry these). */
@@ -71,6 +72,8 @@ export interface KeyRecord {
   contactEmail: string | null;
   createdAt: number;
   revokedAt: number | null;
+  /** The latest use recorded by touchKey (at most once a minute per node: services/keys.ts), or null. */
+  lastUsedAt: number | null;
 }
 
 export interface NewKey {
@@ -100,6 +103,9 @@ export interface Store {
 
   /** Webhook registrations and their durable delivery queue (webhooks.ts). */
   readonly webhooks: WebhookStore;
+
+  /** Domains added and retired at run time (domains.ts). */
+  readonly domains: DomainStore;
 
   /**
    * Stores the emails atomically (all or none) and returns their summaries in input order, with ids
@@ -164,6 +170,12 @@ export interface Store {
 
   /** Every key, oldest first. */
   listKeys(): Promise<KeyRecord[]>;
+
+  /**
+   * Records a use of the key with this hash at `at`: its lastUsedAt becomes `at` unless it is later
+   * already. A hash of no key is ignored. Not durable on its own terms (the next use records again).
+   */
+  touchKey(hash: string, at: number): Promise<void>;
 
   /** Revokes every not-yet-revoked key whose prefix starts with `prefix`; returns them. */
   revokeKeys(prefix: string, now: number): Promise<KeyRecord[]>;

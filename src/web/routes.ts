@@ -85,14 +85,14 @@ function mountWeb(app: FastifyInstance, core: Core, options: WebOptions): void {
 
   app.get('/', hide, async (request, reply) => {
     if (!(await admit(request, reply, 'page'))) return reply;
-    return html(reply, 200, homePage(urls, core.config.domains, core.config.emailTtlSeconds));
+    return html(reply, 200, homePage(urls, core.domains.active(), core.config.emailTtlSeconds));
   });
 
   // The home page's form without script: a name or an address → its inbox.
   app.get<{ Querystring: { address?: string } }>('/open', hide, async (request, reply) => {
     if (!(await admit(request, reply, 'page'))) return reply;
     let raw = String(request.query.address ?? '').trim();
-    if (raw && !raw.includes('@')) raw = `${raw}@${core.config.domains[0]}`;
+    if (raw && !raw.includes('@')) raw = `${raw}@${core.domains.defaultDomain}`;
     try {
       const { address } = resolveInbox(core, raw);
       return reply.code(303).header('location', inboxPath(address)).send();

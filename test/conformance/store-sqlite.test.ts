@@ -11,6 +11,7 @@ import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail, rawMessage, storeSuite } from './store.suite.ts';
 import { webhookSuite } from './webhooks.suite.ts';
+import { domainSuite } from './domains.suite.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-store-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -20,6 +21,8 @@ storeSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 webhookSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 storeSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
 webhookSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
+domainSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
+domainSuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
 // the service runs every store behind its read cache: the cached store is held to the same suite
 storeSuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(':memory:')) });
 storeSuite('sqlite file + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });

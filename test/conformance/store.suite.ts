@@ -359,7 +359,7 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       const k2 = key('eph_abd12345', now - 2000);
       const k3 = key('eph_xyz12345', now - 1000);
       for (const k of [k3, k1, k2]) assert.deepEqual(await store.mintKey(k, `ip:${k.prefix}`, 3, DAY, k.createdAt), { ok: true });
-      assert.deepEqual(await store.findKey(k1.hash), { ...k1, revokedAt: null });
+      assert.deepEqual(await store.findKey(k1.hash), { ...k1, revokedAt: null, lastUsedAt: null });
       assert.equal(await store.findKey('0'.repeat(64)), null);
       assert.deepEqual((await store.listKeys()).map((k) => k.prefix), ['eph_abc12345', 'eph_abd12345', 'eph_xyz12345']);
       const revoked = await store.revokeKeys('eph_ab', now);
@@ -370,7 +370,23 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       assert.equal((await store.findKey(k2.hash))?.revokedAt, now, 'findKey returns revoked keys too');
       assert.equal((await store.findKey(k3.hash))?.revokedAt, null);
       assert.deepEqual((await store.listKeys()).map((k) => [k.prefix, k.revokedAt]), [['eph_abc12345', now], ['eph_abd12345', now], ['eph_xyz12345', null]]);
-      assert.deepEqual(await store.revokeKeys('eph_xyz12345', now), [{ ...k3, revokedAt: now }], 'a whole prefix matches');
+      assert.deepEqual(await store.revokeKeys('eph_xyz12345', now), [{ ...k3, revokedAt: now, lastUsedAt: null }], 'a whole prefix matches');
+    });
+
+    withStore('touchKey records the latest use (never an earlier one), read by findKey, listKeys and revokeKeys; an unknown hash stays unknown', async (store) => {
+      const now = Date.now();
+      const k = key('eph_use12345', now - 5000);
+      assert.deepEqual(await store.mintKey(k, 'ip:use', 3, DAY, k.createdAt), { ok: true });
+      await store.touchKey(k.hash, now - 1000);
+      assert.equal((await store.findKey(k.hash))?.lastUsedAt, now - 1000);
+      await store.touchKey(k.hash, now - 2000);
+      assert.equal((await store.findKey(k.hash))?.lastUsedAt, now - 1000, 'an earlier time (another node, late) does not win');
+      await Promise.all([store.touchKey(k.hash, now), store.touchKey(k.hash, now - 500)]);
+      assert.deepEqual((await store.listKeys()).map((x) => [x.prefix, x.lastUsedAt]), [['eph_use12345', now]]);
+      const missing = '1'.repeat(64);
+      await store.touchKey(missing, now);
+      assert.equal(await store.findKey(missing), null, 'a use of no key creates none');
+      assert.deepEqual((await store.revokeKeys('eph_use12345', now + 1)).map((x) => x.lastUsedAt), [now]);
     });
 
     withStore('ids strictly increase across many concurrent addEmails, in the order they become visible', async (store) => {

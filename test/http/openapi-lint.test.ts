@@ -12,8 +12,9 @@ import { startService, type TestService } from '../helpers/service.ts';
 let svc: TestService;
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-lint-'));
 before(async () => {
-  // as deployed: a local run's servers[0] is http://localhost:<port>, which the rule no-server-example.com flags by design
-  svc = await startService({ EPHEMAIL_PUBLIC_URL: 'https://mail.ephemail.test' });
+  // as deployed: a local run's servers[0] is http://localhost:<port>, which the rule no-server-example.com flags by design;
+  // with the admin API on, so its routes, tag and security scheme are linted too
+  svc = await startService({ EPHEMAIL_PUBLIC_URL: 'https://mail.ephemail.test', EPHEMAIL_ADMIN_TOKEN: 'lint-admin-token-0123456789abcdefghij' });
 });
 after(async () => {
   await svc.stop();

@@ -2,11 +2,13 @@
 // its query/body names and paths, the tool endpoint its argument names and tools (no /api/v1 path).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { AppError, describeError } from '../../src/domain/errors.ts';
 import { HTTP_WORDING } from '../../src/http/plugins/errors.ts';
 import { toolError } from '../../src/mcp/errors.ts';
 import type { Core } from '../../src/services/core.ts';
+import { createDomainRegistry } from '../../src/services/domains.ts';
 import { createInbox } from '../../src/services/inboxes.ts';
 import { authenticate, mintKey } from '../../src/services/keys.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
@@ -26,7 +28,11 @@ async function refusal(run: () => Promise<unknown>): Promise<AppError> {
 
 test('createInbox refusals: local_part / name, the domains list, the occupied address', async () => {
   const store = createSqliteStore(':memory:');
-  const core = { config: loadConfig({ EPHEMAIL_DOMAINS: 'ephemail.test' }), store, clock: { now: () => Date.now() } } as unknown as Core;
+  const config = loadConfig({ EPHEMAIL_DOMAINS: 'ephemail.test' });
+  const clock = { now: () => Date.now() };
+  const domains = createDomainRegistry({ config, store, clock, log: pino({ level: 'silent' }) });
+  await domains.refresh();
+  const core = { config, store, clock, domains } as unknown as Core;
   try {
     const bad = await refusal(() => createInbox(core, { localPart: '-x', randomLength: 10 }));
     assert.match(describeError(bad, HTTP_WORDING), /^local_part must match/);

@@ -41,7 +41,7 @@ function counted(inner: Store, shared = false) {
   };
 }
 
-const keyRecord = (hash: string, now: number): KeyRecord => ({ hash, prefix: 'eph_abcdefgh', label: 'ci', contactEmail: null, createdAt: now, revokedAt: null });
+const keyRecord = (hash: string, now: number): KeyRecord => ({ hash, prefix: 'eph_abcdefgh', label: 'ci', contactEmail: null, createdAt: now, revokedAt: null, lastUsedAt: null });
 
 test('a repeated list answers from memory, and a write through the cache is seen at once', async () => {
   const inner = createSqliteStore(':memory:');

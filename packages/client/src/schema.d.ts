@@ -478,7 +478,7 @@ export interface components {
         /** Error */
         Error: {
             error: {
-                type: "invalid_request" | "unauthorized" | "key_required" | "not_found" | "address_in_use" | "too_many_webhooks" | "rate_limited" | "quota_exceeded" | "too_many_waiters" | "internal_error";
+                type: "invalid_request" | "unauthorized" | "key_required" | "not_found" | "address_in_use" | "too_many_webhooks" | "conflict" | "rate_limited" | "quota_exceeded" | "too_many_waiters" | "internal_error";
                 /** @description Human-readable; may be reworded at any time */
                 message: string;
                 /** @description Documentation address: {base_url}/docs#error-<type> */

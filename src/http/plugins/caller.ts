@@ -6,7 +6,7 @@ import { AppError } from '../../domain/errors.ts';
 import { ipBucket } from '../../domain/limits.ts';
 import { hitClient, limitHeaders, type LimitResult } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
-import { authenticate } from '../../services/keys.ts';
+import { authenticate, keyUseRecorder } from '../../services/keys.ts';
 import type { KeyRecord } from '../../store/store.ts';
 
 export interface Caller {
@@ -53,6 +53,28 @@ export function isApiRequest(request: FastifyRequest): boolean {
   return /^\/+api(?:[/;]|$)/i.test(decoded);
 }
 
+/** The admin API's paths (http/routes/admin.ts), matched or not, however spelled. */
+const ADMIN_PATH_RE = /^\/+api\/v1\/admin(?:[/;]|$)/i;
+
+/**
+ * Whether a request is for the admin API: by the route it matched, and for a path that matched
+ * nothing (the admin API off, or a path it does not have) by its decoded path. Cheap for every
+ * other request: a URL without "admin" or a percent sign is none.
+ */
+export function isAdminRequest(request: FastifyRequest): boolean {
+  if (!/admin|%/i.test(request.url)) return false;
+  const route = request.routeOptions.url;
+  if (route !== undefined) return route.startsWith('/api/v1/admin/');
+  const path = request.url.split('?', 1)[0];
+  let decoded = path;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    // not valid percent-encoding: judged as written
+  }
+  return ADMIN_PATH_RE.test(decoded);
+}
+
 /** The raw key a request carries, from `Authorization: Bearer` or `X-API-Key`; undefined when none. */
 export function presentedKey(request: FastifyRequest): string | undefined {
   const auth = request.headers.authorization;
@@ -81,6 +103,7 @@ export function setLimitHeaders(reply: FastifyReply, r: LimitResult): void {
 export function registerCaller(app: FastifyInstance, core: Core): void {
   app.decorateRequest('caller', null as unknown as Caller);
 
+  const recordUse = keyUseRecorder(core.store, core.log);
   const keyCaller = (key: KeyRecord): Caller => ({ kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits });
 
   const reject = (caller: Caller, result: LimitResult): AppError => {
@@ -127,9 +150,13 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
     if (typeof dest === 'string' && dest !== '' && dest !== 'empty' && dest !== 'document') {
       return done(new AppError('invalid_request', `The API answers scripts and navigations, not ${dest.slice(0, 20)} loads (Sec-Fetch-Dest)`));
     }
+    // The admin API: on, it is outside the quota and its own hook checks the admin token (a bearer
+    // that is no API key); off, its paths are unknown paths like any other (404), whatever is sent.
+    const admin = isAdminRequest(request);
+    if (admin && core.config.adminToken) return done();
     let raw: string | undefined;
     try {
-      raw = presentedKey(request);
+      raw = admin ? undefined : presentedKey(request);
     } catch (err) {
       return refuse(request, reply, err, done);
     }
@@ -138,6 +165,9 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
       return admit(request, reply, anonymous, done);
     }
     // (a key's record comes through the store's read cache: a revocation shows within its 250 ms)
-    authenticate(core, raw).then((key) => admit(request, reply, keyCaller(key), done), (err) => refuse(request, reply, err, done));
+    authenticate(core, raw).then((key) => {
+      recordUse(key.hash, core.clock.now());
+      admit(request, reply, keyCaller(key), done);
+    }, (err) => refuse(request, reply, err, done));
   });
 }

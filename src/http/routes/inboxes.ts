@@ -52,7 +52,10 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
       operationId: 'listDomains', tags: ['inboxes'], summary: 'Domains that accept mail; use this list instead of hard-coding a domain.', security: SECURITY,
       response: { 200: Type.Object({ data: Type.Array(Type.Ref(DomainSchema)), meta: Type.Object({ count: Type.Integer() }) }, { description: 'Active domains, the default first' }), ...errors('unauthorized', 'rate_limited', 'quota_exceeded') },
     },
-  }, async () => ({ data: core.config.domains.map((domain) => ({ domain })), meta: { count: core.config.domains.length } }));
+  }, async () => {
+    const active = core.domains.active();
+    return { data: active.map((domain) => ({ domain })), meta: { count: active.length } };
+  });
 
   app.post('/api/v1/inboxes', {
     schema: {

@@ -22,7 +22,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
       name: 'ephemail',
       version: '1.0.0',
       email_ttl_seconds: core.config.emailTtlSeconds,
-      domains: [...core.config.domains],
+      domains: [...core.domains.active()],
       docs: { html: `${core.baseUrl()}/docs`, openapi: `${core.baseUrl()}/api/v1/openapi.json` },
       mcp: `${core.baseUrl()}/mcp`,
       web: `${core.baseUrl()}/`,

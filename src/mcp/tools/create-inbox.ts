@@ -28,7 +28,7 @@ export const createInboxTool = defineTool({
       address: inbox.address,
       web_url: webUrl(core, inbox.address),
       mail_ttl_seconds: core.config.emailTtlSeconds,
-      available_domains: [...core.config.domains],
+      available_domains: [...core.domains.active()],
     };
     const text = [
       `Created inbox ${structured.address}. It is empty now; each email sent to it is kept for ${structured.mail_ttl_seconds} seconds.`,

@@ -7,6 +7,7 @@ import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type Mint
 import { call, closeClient, closing, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
+import { createRedisDomains } from './domains.ts';
 import { createRedisWebhooks } from './webhooks.ts';
 
 const CHUNK = 256 * 1024;
@@ -17,6 +18,14 @@ const PING_TIMEOUT_MS = 2000;
 
 
 type StoredSummary = Omit<EmailSummary, 'id'>;
+
+/** touchKey. KEYS[1]: the key's record; ARGV[1]: the time. Field `u` only grows; no record, no write. */
+const TOUCH_KEY = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], 'u') or '0') >= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'u', ARGV[1])
+return 1
+`;
 
 export interface RedisStoreOptions {
   client: RedisClient;
@@ -46,6 +55,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
     mint: replicatedScript(client, 'ephMintKey', lua.MINT_KEY, 3, replicas),
     revoke: script(client, 'ephRevokeKeys', lua.REVOKE_KEYS, 1),
+    touchKey: script(client, 'ephTouchKey', TOUCH_KEY, 1),
   };
   /** Slots this node already recorded in `slotsInUse` since its last sweep. */
   const slotsSeen = new Set<number>();
@@ -157,7 +167,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   const toKey = (hash: string, r: Record<string, string>): KeyRecord | null =>
     r.p === undefined
       ? null
-      : { hash, prefix: r.p, label: r.l ?? '', contactEmail: r.c ?? null, createdAt: Number(r.t), revokedAt: r.r === undefined ? null : Number(r.r) };
+      : { hash, prefix: r.p, label: r.l ?? '', contactEmail: r.c ?? null, createdAt: Number(r.t), revokedAt: r.r === undefined ? null : Number(r.r), lastUsedAt: r.u === undefined ? null : Number(r.u) };
 
   async function readKeys(hashes: string[]): Promise<KeyRecord[]> {
     if (hashes.length === 0) return [];
@@ -176,6 +186,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   return {
     capabilities: { sharedAcrossProcesses: true, orderedAcrossInboxes: !cluster },
     webhooks: createRedisWebhooks(client, k.prefix),
+    domains: createRedisDomains(client, k.domains, replicas),
     addEmails: (emails) => call(() => addEmails(emails)),
     listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
     hasEmails: (address, now) => call(async () => (await listEmails(address, { limit: 1 }, now)).length > 0),
@@ -235,6 +246,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       }),
     revokeKeys: (prefix, now) =>
       call(async () => readKeys((await run.revoke([k.keyList], [k.keysBase, prefix, now])) as string[])),
+    touchKey: (hash, at) => call(async () => void (await run.touchKey([k.keyRecord(hash)], [at]))),
     /** Bounded at 2 s: a Redis that hangs (paused, overloaded) reads as down to the health check. */
     ping: () =>
       call(async () => {

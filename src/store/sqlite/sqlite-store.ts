@@ -10,6 +10,7 @@ import { StoreUnavailableError } from '../../domain/errors.ts';
 import { typedStoreError } from './errors.ts';
 import { groupCommit, type WriteJob } from './group-commit.ts';
 import { MIGRATIONS } from './migrations.ts';
+import { createSqliteDomains } from './domains.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
 import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
 
@@ -35,6 +36,7 @@ interface KeyRow {
   contact_email: string | null;
   created_at: number;
   revoked_at: number | null;
+  last_used_at: number | null;
 }
 
 const SUMMARY_COLS = 'id, address, sender, mailed_by, subject, has_attachments, received_at, expires_at';
@@ -56,7 +58,10 @@ const toKey = (r: KeyRow): KeyRecord => ({
   contactEmail: r.contact_email,
   createdAt: r.created_at,
   revokedAt: r.revoked_at,
+  lastUsedAt: r.last_used_at ?? null,
 });
+/** A key's columns with its last use (api_key_use, migration 4). */
+const KEY_SELECT = 'SELECT k.hash, k.prefix, k.label, k.contact_email, k.created_at, k.revoked_at, u.last_used_at FROM api_keys k LEFT JOIN api_key_use u ON u.hash = k.hash';
 
 /** Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one). */
 export function createSqliteStore(path: string, options: { random?: () => number } = {}): Store {
@@ -94,10 +99,12 @@ export function createSqliteStore(path: string, options: { random?: () => number
     mintsSince: db.prepare('SELECT created_at FROM api_keys WHERE created_ip = ? AND created_at > ? ORDER BY created_at ASC'),
     insertKey: db.prepare(`INSERT INTO api_keys (hash, prefix, label, contact_email, created_at, created_ip, revoked_at)
       VALUES (?, ?, ?, ?, ?, ?, NULL)`),
-    findKey: db.prepare('SELECT * FROM api_keys WHERE hash = ?'),
-    listKeys: db.prepare('SELECT * FROM api_keys ORDER BY created_at ASC, prefix ASC'),
-    revokable: db.prepare("SELECT * FROM api_keys WHERE substr(prefix, 1, length(?)) = ? AND revoked_at IS NULL"),
+    findKey: db.prepare(`${KEY_SELECT} WHERE k.hash = ?`),
+    listKeys: db.prepare(`${KEY_SELECT} ORDER BY k.created_at ASC, k.prefix ASC`),
+    revokable: db.prepare(`${KEY_SELECT} WHERE substr(k.prefix, 1, length(?)) = ? AND k.revoked_at IS NULL`),
     revoke: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE hash = ?'),
+    touchKey: db.prepare(`INSERT INTO api_key_use (hash, last_used_at) SELECT hash, ? FROM api_keys WHERE hash = ?
+      ON CONFLICT(hash) DO UPDATE SET last_used_at = max(last_used_at, excluded.last_used_at)`),
     ping: db.prepare('SELECT 1'),
   };
 
@@ -158,10 +165,12 @@ export function createSqliteStore(path: string, options: { random?: () => number
   }
 
   const webhooks = createSqliteWebhooks(db, guard);
+  const domains = createSqliteDomains(db, guard);
 
   return {
     capabilities: { sharedAcrossProcesses: false, orderedAcrossInboxes: true },
     webhooks,
+    domains,
     addEmails,
     listEmails: (address: string, query: ListQuery, now: number) =>
       guard(() => {
@@ -222,6 +231,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
       }),
     listKeys: () => guard(() => (q.listKeys.all() as KeyRow[]).map(toKey)),
     revokeKeys: (prefix, now) => guard(() => revoke(prefix, now)),
+    touchKey: (hash, at) => guard(() => void q.touchKey.run(at, hash)),
     ping: () => guard(() => void q.ping.get()),
     async close() {
       await writes.close();
