@@ -31,7 +31,7 @@ export function createSqliteDomains(db: Database.Database, guard: <T>(fn: () => 
   });
   return {
     listDomains: () => guard(() => (q.all.all() as DomainRow[]).map(toRecord)),
-    addDomain: (domain, now, maxActive) => guard(() => add(domain, now, maxActive)),
-    retireDomain: (domain, now) => guard(() => retire(domain, now)),
+    addDomain: (domain, now, maxActive) => guard(() => add.immediate(domain, now, maxActive)),
+    retireDomain: (domain, now) => guard(() => retire.immediate(domain, now)),
   };
 }

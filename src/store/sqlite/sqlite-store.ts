@@ -135,6 +135,9 @@ export function createSqliteStore(path: string, options: { random?: () => number
     return writes.write({ kind: 'add', messages: [...messages.values()], emails: rows }).then(() => summaries);
   }
 
+  // Read-then-write transactions on this connection run BEGIN IMMEDIATE (`.immediate`): a deferred one
+  // that read first cannot take the write lock once the writer thread committed in between
+  // (SQLITE_BUSY_SNAPSHOT, which busy_timeout does not wait out), and failed as "store unreachable".
   const mint = db.transaction((key: NewKey, ip: string, max: number, windowMs: number, now: number): MintResult => {
     const recent = q.mintsSince.all(ip, now - windowMs) as { created_at: number }[];
     if (recent.length >= max) {
@@ -223,14 +226,14 @@ export function createSqliteStore(path: string, options: { random?: () => number
       await guard(() => webhooks.expireAttempts(now)); // the delivery log's two hours (few rows, indexed on at)
       return removed;
     },
-    mintKey: (key, ip, max, windowMs, now) => guard(() => mint(key, ip, max, windowMs, now)),
+    mintKey: (key, ip, max, windowMs, now) => guard(() => mint.immediate(key, ip, max, windowMs, now)),
     findKey: (hash) =>
       guard(() => {
         const r = q.findKey.get(hash) as KeyRow | undefined;
         return r ? toKey(r) : null;
       }),
     listKeys: () => guard(() => (q.listKeys.all() as KeyRow[]).map(toKey)),
-    revokeKeys: (prefix, now) => guard(() => revoke(prefix, now)),
+    revokeKeys: (prefix, now) => guard(() => revoke.immediate(prefix, now)),
     touchKey: (hash, at) => guard(() => void q.touchKey.run(at, hash)),
     ping: () => guard(() => void q.ping.get()),
     async close() {
