@@ -53,6 +53,12 @@ export interface WebhookDeps {
   eventJson(e: EmailSummary): string;
   /** DNS (tests inject answers; the default is the system resolver). */
   resolve?: Resolve;
+  /**
+   * Whether a key may watch a whole domain (`*@<domain>`), asked at registration and again for each
+   * event. The default is the instance setting EPHEMAIL_WEBHOOK_WILDCARD for every key; the
+   * operator's per-key grant (the admin API of a later issue) plugs in here.
+   */
+  mayWatchDomain?: (keyHash: string) => boolean | Promise<boolean>;
   random?: () => number;
 }
 
@@ -66,6 +72,11 @@ export function retryDelay(n: number, random: () => number = Math.random): numbe
 
 /** The `*@<domain>` target that covers an address. */
 const wildcardOf = (address: string) => `*@${address.slice(address.lastIndexOf('@') + 1)}`;
+const isWildcard = (target: string) => target.startsWith('*@');
+
+/** Why a `*@<domain>` registration is refused, and what to do instead. */
+export const WILDCARD_REFUSED = 'A *@<domain> webhook receives the mail of every inbox on the domain, which would void the unguessable addresses that keep public inboxes private, so this instance does not allow it. '
+  + 'Register a webhook for one inbox address instead; an operator whose domains carry only their own mail can allow it with EPHEMAIL_WEBHOOK_WILDCARD=true';
 
 /** The webhook target for an `address` field: a full address or `*@<domain>`, on an active domain. */
 export function webhookTarget(config: Config, raw: string): string {
@@ -85,6 +96,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   const { store, config, clock, log } = deps;
   const hooks = store.webhooks;
   const random = deps.random ?? Math.random;
+  const mayWatchDomain = deps.mayWatchDomain ?? (() => config.webhooks.wildcard);
   const max = config.webhooks.maxInFlight;
   let timer: NodeJS.Timeout | null = null;
   let ticking = false;
@@ -177,6 +189,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
     },
     async register(keyHash, input) {
       const target = webhookTarget(config, input.address);
+      if (isWildcard(target) && !(await mayWatchDomain(keyHash))) throw new AppError('forbidden', WILDCARD_REFUSED);
       const refused = await checkDestination(input.url, config.webhooks.allowPrivate, deps.resolve);
       if (refused) throw new AppError('invalid_request', refused);
       const record: WebhookRecord = {
@@ -200,7 +213,12 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
       if (emails.length === 0) return;
       const targets = new Set<string>();
       for (const e of emails) targets.add(e.address).add(wildcardOf(e.address));
-      const matched = await hooks.matching([...targets]);
+      const found = await hooks.matching([...targets]);
+      if (found.length === 0) return;
+      // a *@<domain> webhook stored while it was allowed gets nothing once its key may no longer have it
+      const allowed = new Map<string, boolean>();
+      for (const h of found) if (isWildcard(h.target) && !allowed.has(h.keyHash)) allowed.set(h.keyHash, await mayWatchDomain(h.keyHash));
+      const matched = found.filter((h) => !isWildcard(h.target) || allowed.get(h.keyHash));
       if (matched.length === 0) return;
       const now = clock.now();
       const jobs: DeliveryJob[] = [];

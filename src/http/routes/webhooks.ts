@@ -39,7 +39,7 @@ export const DeliverySchema = Type.Object(
 const WebhookBody = Type.Object(
   {
     url: Type.String({ minLength: 1, maxLength: WEBHOOK_URL_MAX, description: 'http(s) URL of the receiver. Loopback, private, link-local and metadata addresses are refused (here and at each delivery, after DNS) unless the operator set EPHEMAIL_WEBHOOK_ALLOW_PRIVATE=true.' }),
-    address: Type.String({ minLength: 3, maxLength: 320, description: 'An inbox address, or *@<domain> for every inbox of an active domain' }),
+    address: Type.String({ minLength: 3, maxLength: 320, description: 'An inbox address, or *@<domain> for every inbox of an active domain (403 forbidden unless the operator set EPHEMAIL_WEBHOOK_WILDCARD=true)' }),
   },
   { additionalProperties: false },
 );
@@ -72,8 +72,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
   app.post('/api/v1/webhooks', {
     schema: {
       operationId: 'createWebhook', tags: ['webhooks'], security: WEBHOOK_SECURITY, body: WebhookBody,
-      summary: 'Register a webhook for one inbox or a whole domain (*@<domain>). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email\'s lifetime. The secret is shown once. At most 10 per key. Additive.',
-      response: { 201: Type.Object({ data: WebhookRef }, { description: 'The webhook, with its secret (shown only now)' }), ...errors('invalid_request', 'unauthorized', 'key_required', 'too_many_webhooks', 'rate_limited', 'quota_exceeded') },
+      summary: 'Register a webhook for one inbox, or for a whole domain (*@<domain>) where the operator allows it (EPHEMAIL_WEBHOOK_WILDCARD=true; otherwise 403 forbidden). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email\'s lifetime. The secret is shown once. At most 10 per key. Additive.',
+      response: { 201: Type.Object({ data: WebhookRef }, { description: 'The webhook, with its secret (shown only now)' }), ...errors('invalid_request', 'unauthorized', 'key_required', 'forbidden', 'too_many_webhooks', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request, reply) => {
     const keyHash = keyOf(request);
