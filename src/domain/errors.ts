@@ -27,7 +27,7 @@ export const ERROR_MEANING: Record<ErrorType, string> = {
   forbidden: 'The request is understood but this instance does not allow it for this key (a *@<domain> webhook where the operator has not enabled it); the message says what to do instead.',
   not_found: 'No such resource; most often the email expired (about one hour after arrival).',
   address_in_use: 'An explicit local_part was asked for, but that address already holds mail. Delete its mail first, or omit local_part for a random empty address.',
-  too_many_webhooks: 'The key already has its maximum number of webhooks (10 by default); delete one first.',
+  too_many_webhooks: 'The key already has its maximum number of webhooks (10 by default; delete one first), or the address already has 10 webhooks from all keys together.',
   rate_limited: 'Per-minute limit exceeded; the retry-after header gives seconds.',
   quota_exceeded: 'Daily quota exhausted; it resets at 00:00 UTC and waiting for the minute window does not help.',
   too_many_waiters: 'The key already has its maximum long-polls in flight.',

@@ -23,7 +23,7 @@ if (!SKIP_SERVER) {
   });
 }
 storeSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
-webhookSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
+webhookSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER, bodies: h.webhookBodies });
 
 limiterSuite('redis cluster (3 masters)', {
   skip: SKIP_SERVER,

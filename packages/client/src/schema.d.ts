@@ -233,7 +233,7 @@ export interface paths {
         /** The key's webhooks, oldest first (without secrets). Additive. */
         get: operations["listWebhooks"];
         put?: never;
-        /** Register a webhook for one inbox, or for a whole domain (*@<domain>) where the operator allows it (EPHEMAIL_WEBHOOK_WILDCARD=true; otherwise 403 forbidden). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email's lifetime. The secret is shown once. At most 10 per key. Additive. */
+        /** Register a webhook for one inbox, or for a whole domain (*@<domain>) where the operator allows it (EPHEMAIL_WEBHOOK_WILDCARD=true; otherwise 403 forbidden). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email's lifetime. The secret is shown once. At most 10 per key and 10 per address (all keys together; 409 too_many_webhooks). Additive. */
         post: operations["createWebhook"];
         delete?: never;
         options?: never;
@@ -265,7 +265,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Recent delivery attempts of a webhook, newest first (the last 100, for two hours): status, response code and next retry. Additive. */
+        /** Recent delivery attempts of a webhook, newest first (the last 100, for two hours): status, response code and next retry; events dropped by a fan-out limit show as status dropped. Additive. */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
@@ -503,12 +503,12 @@ export interface components {
             /** @description The webhook-id header: the same on every attempt of one event */
             event_id: string;
             email_id: string;
-            /** @description 1 for the first attempt */
+            /** @description 1 for the first attempt; 0 for an event that was dropped (never sent) */
             attempt: number;
             /** Format: date-time */
             attempted_at: string;
-            /** @description delivered (2xx), retrying (a later attempt is scheduled) or gave_up (the email expired, the address is refused, or the webhook or its key is gone) */
-            status: "delivered" | "retrying" | "gave_up";
+            /** @description delivered (2xx), retrying (a later attempt is scheduled), gave_up (the email expired, the address is refused, or the webhook or its key is gone) or dropped (never queued: a fan-out limit; error says which) */
+            status: "delivered" | "retrying" | "gave_up" | "dropped";
             /** @description The receiver's HTTP status; null when no response came */
             response_code: number | null;
             /** @description Why the attempt failed; null when delivered */

@@ -152,9 +152,11 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     return out;
   }
 
+  const webhooks = createRedisWebhooks(client, k.prefix);
+
   return {
     capabilities: { sharedAcrossProcesses: true, orderedAcrossInboxes: !cluster },
-    webhooks: createRedisWebhooks(client, k.prefix),
+    webhooks,
     addEmails: (emails) => call(() => addEmails(emails)),
     listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
     hasEmails: (address, now) => call(async () => (await listEmails(address, { limit: 1 }, now)).length > 0),
@@ -195,6 +197,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
           const counts = await Promise.all(slots.slice(i, i + SWEEP_PARALLEL).map((s) => sweepSlot(s, now)));
           removed += counts.reduce((a, b) => a + b, 0);
         }
+        await webhooks.sweepExpired(now); // expired webhook events, with the bodies they alone used
         return removed;
       }),
     mintKey: (key: NewKey, ip, max, windowMs, now) =>
