@@ -2,6 +2,7 @@
 // message to 100 recipients with every webhook an attacker can register on them queues at most 100
 // events, shared across keys; events over a key's or a webhook's pending cap are dropped, counted in
 // /metrics and written in that webhook's delivery log, while another key's events go through.
+// And the cap checks, which read before they write, never make a sender retry while mail is written.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { WEBHOOK_FANOUT } from '../../src/domain/limits.ts';
@@ -172,5 +173,41 @@ describe('webhook fan-out: events pending per webhook and per key', () => {
     assert.match(lc.data[0].error, /this key's webhooks already have 200 events waiting for delivery/);
     const ld = await (await svc.api(`/api/v1/webhooks/${d.id}/deliveries`, { headers: auth(other) })).json();
     assert.ok(ld.data.every((x: any) => x.status !== 'dropped'));
+  });
+});
+
+describe('webhook events queued while mail is written (SQLite)', () => {
+  let svc: TestService;
+  let rx: Receiver;
+  before(async () => {
+    svc = await startService({ EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true' });
+    rx = await startReceiver();
+  });
+  after(async () => {
+    await svc.stop();
+    await rx.close();
+  });
+
+  test('10 connections sending at once to watched inboxes: every message gets its 250 and its event (the cap check never makes a sender retry)', { timeout: 120_000 }, async () => {
+    const register = registerer(svc);
+    const key = await mintKey(svc);
+    for (let i = 0; i < 10; i++) assert.equal((await register(key, rx.url, `busy${i}@ephemail.test`)).status, 201);
+    const codes = await Promise.all(Array.from({ length: 10 }, async (_, c) => {
+      const { client } = await SmtpClient.open(svc.smtpPort);
+      const out: number[] = [];
+      try {
+        await client.cmd('EHLO test.example');
+        for (let m = 0; m < 60; m++) {
+          await client.cmd('MAIL FROM:<a@sender.example>');
+          await client.cmd(`RCPT TO:<busy${(c + m) % 10}@ephemail.test>`);
+          out.push((await client.data(toWire(body(`c${c} m${m}`)))).code);
+        }
+      } finally {
+        await client.quit();
+      }
+      return out;
+    }));
+    assert.deepEqual(codes.flat().filter((c) => c !== 250), [], 'no 451');
+    await rx.until(600, 60_000);
   });
 });

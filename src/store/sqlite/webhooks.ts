@@ -2,6 +2,9 @@
 // written on the main connection (small rows; synchronous=FULL, so enqueue is durable when it
 // returns). One process owns the file, so a lease is only a flag: at start every lease is dropped.
 // An email's event body is one row of webhook_payloads, freed by a trigger with its last job.
+// Transactions that read before they write (counts against a cap, the due jobs) begin IMMEDIATE: a
+// deferred one would read a snapshot, and its first write fails with SQLITE_BUSY at once (not after
+// busy_timeout) when the writer thread committed mail in between.
 import type Database from 'better-sqlite3';
 import {
   ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type AddResult, type DeliveryAttempt, type DeliveryJob, type DroppedJob, type EventBody, type NewDeliveryJob,
@@ -40,6 +43,7 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     putBody: db.prepare('INSERT OR IGNORE INTO webhook_payloads (email_id, payload, expires_at) VALUES (?, ?, ?)'),
     due: db.prepare(`SELECT j.*, coalesce(p.payload, '') AS payload FROM webhook_jobs j LEFT JOIN webhook_payloads p ON p.email_id = j.email_id
       WHERE j.due_at <= ? AND j.expires_at > ? ORDER BY j.due_at ASC LIMIT ?`),
+    anyDue: db.prepare('SELECT 1 FROM webhook_jobs WHERE due_at <= ? AND expires_at > ? LIMIT 1').pluck(),
     lease: db.prepare('UPDATE webhook_jobs SET leased = 1, due_at = ? WHERE id = ?'),
     done: db.prepare('DELETE FROM webhook_jobs WHERE id = ?'),
     retry: db.prepare('UPDATE webhook_jobs SET leased = 0, attempts = ?, due_at = ? WHERE id = ?'),
@@ -109,7 +113,7 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
   const sweepBatch = db.transaction((now: number) => q.sweepJobs.run(now, SWEEP_BATCH).changes);
 
   return {
-    addWebhook: (h, caps) => guard(() => add(h, caps)),
+    addWebhook: (h, caps) => guard(() => add.immediate(h, caps)),
     getWebhook: (id) => guard(() => {
       const r = q.get.get(id) as HookRow | undefined;
       return r ? toHook(r) : null;
@@ -117,8 +121,9 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     listWebhooks: (keyHash) => guard(() => (q.byKey.all(keyHash) as HookRow[]).map(toHook)),
     deleteWebhook: (keyHash, id) => guard(() => remove(keyHash, id)),
     matching: (targets) => guard(() => targets.flatMap((t) => (q.byTarget.all(t) as HookRow[]).map(toHook))),
-    enqueue: (bodies, jobs, caps) => guard(() => (jobs.length ? enqueue(bodies, jobs, caps) : [])),
-    claim: (now, leaseMs, max) => guard(() => claim(now, leaseMs, max)),
+    enqueue: (bodies, jobs, caps) => guard(() => (jobs.length ? enqueue.immediate(bodies, jobs, caps) : [])),
+    // a poll that finds nothing due takes no write lock (it would wait for the writer thread's commits)
+    claim: (now, leaseMs, max) => guard(() => (q.anyDue.get(now, now) === undefined ? [] : claim.immediate(now, leaseMs, max))),
     finish: (job, webhookId, a, retryAt) => guard(() => finish(job, webhookId, a, retryAt)),
     appendLog: (lines) => guard(() => { if (lines.length) appendLog(lines); }),
     listAttempts: (webhookId, limit, now) => guard(() => (q.attempts.all(webhookId, now - ATTEMPTS_TTL_MS, limit) as AttemptRow[]).map(toAttempt)),
