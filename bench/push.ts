@@ -113,7 +113,7 @@ async function oneRun(opts: BenchOptions, rate: number, seconds: number, openStr
     });
   });
   await new Promise<void>((r) => rx.listen(0, '127.0.0.1', () => r()));
-  const svc = await startService({ EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true', EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT: '128' });
+  const svc = await startService({ EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true', EPHEMAIL_WEBHOOK_WILDCARD: 'true', EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT: '128' });
   const closers: (() => void)[] = [];
   try {
     const key = await createKey(svc.http);

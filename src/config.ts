@@ -36,8 +36,11 @@ export interface Config {
   redisMinReplicas: number;
   /** GET /metrics (Prometheus text) on; EPHEMAIL_METRICS=false switches it off. */
   metrics: boolean;
-  /** Webhooks: whether loopback/private/link-local receivers are allowed, how many per key, deliveries one node runs at once. */
-  webhooks: { allowPrivate: boolean; perKey: number; maxInFlight: number };
+  /**
+   * Webhooks: whether loopback/private/link-local receivers are allowed, whether any key may watch a
+   * whole domain (`*@<domain>`), how many per key, deliveries one node runs at once.
+   */
+  webhooks: { allowPrivate: boolean; wildcard: boolean; perKey: number; maxInFlight: number };
   /** SMTP AUTH: not offered (default), or offered and any credentials accepted (apps that insist on logging in). */
   smtpAuth: 'off' | 'accept-any';
   /** STARTTLS: off (default), a certificate made at start, or the operator's PEM files. */
@@ -100,6 +103,7 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE', type: 'integer', default: '0', meaning: 'messages per recipient address per minute (0: off)', of: (c) => c.smtpCaps.perAddressPerMinute },
   { name: 'EPHEMAIL_METRICS', type: 'boolean', default: 'true', meaning: 'GET /metrics on', of: (c) => c.metrics },
   { name: 'EPHEMAIL_WEBHOOK_ALLOW_PRIVATE', type: 'boolean', default: 'false', meaning: 'webhooks may call private addresses', of: (c) => c.webhooks.allowPrivate },
+  { name: 'EPHEMAIL_WEBHOOK_WILDCARD', type: 'boolean', default: 'false', meaning: 'keys may register *@<domain> webhooks (only where all mail on these domains is yours)', of: (c) => c.webhooks.wildcard },
   { name: 'EPHEMAIL_WEBHOOKS_PER_KEY', type: 'integer', default: '10', meaning: 'webhooks per key', of: (c) => c.webhooks.perKey },
   { name: 'EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT', type: 'integer', default: '64', meaning: 'webhook deliveries one node runs at once', of: (c) => c.webhooks.maxInFlight },
   { name: 'EPHEMAIL_SESSION_SECRET', type: 'secret', default: 'random per process', meaning: 'signs MCP session ids (at least 32 bytes)' },
@@ -267,6 +271,7 @@ export function loadConfig(env: Env = process.env): Config {
     metrics: bool(env, 'EPHEMAIL_METRICS', true),
     webhooks: {
       allowPrivate: bool(env, 'EPHEMAIL_WEBHOOK_ALLOW_PRIVATE', false),
+      wildcard: bool(env, 'EPHEMAIL_WEBHOOK_WILDCARD', false),
       perKey: int(env, 'EPHEMAIL_WEBHOOKS_PER_KEY', 10, 0),
       maxInFlight: int(env, 'EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT', 64, 1),
     },

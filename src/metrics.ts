@@ -17,6 +17,10 @@ export interface Metrics {
   storeSeconds: Histogram<'op'>;
   webhookDeliveries: Counter<'status'>;
   webhookSeconds: Histogram;
+  /** Webhook events queued (one delivery each, with its retries). */
+  webhookQueued: Counter;
+  /** Webhook events not queued, by the fan-out limit that dropped them (message_limit, key_pending, hook_pending). */
+  webhookDropped: Counter<'reason'>;
   /** Gauges read when scraped. */
   watch(name: string, help: string, read: () => number): void;
 }
@@ -36,6 +40,8 @@ export function createMetrics(): Metrics {
     storeSeconds: new Histogram({ name: 'ephemail_store_operation_seconds', help: 'Store operation latency by operation', labelNames: ['op'], buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers: [registry] }),
     webhookDeliveries: new Counter({ name: 'ephemail_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retrying, gave_up)', labelNames: ['status'], registers: [registry] }),
     webhookSeconds: new Histogram({ name: 'ephemail_webhook_attempt_seconds', help: 'Time of one webhook delivery attempt (DNS, connect, response)', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [registry] }),
+    webhookQueued: new Counter({ name: 'ephemail_webhook_events_queued_total', help: 'Webhook events queued (each is one delivery, with its retries)', registers: [registry] }),
+    webhookDropped: new Counter({ name: 'ephemail_webhook_events_dropped_total', help: 'Webhook events not queued, by the fan-out limit that dropped them (message_limit, key_pending, hook_pending)', labelNames: ['reason'], registers: [registry] }),
     watch(name, help, read) {
       new Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
     },

@@ -2,13 +2,14 @@
 // the HTTP envelope (http/plugins/errors.ts), the MCP isError result (mcp/), the SMTP reply (smtp/).
 
 /**
- * Error types and their HTTP statuses. `address_in_use` (DECISIONS.md), `too_many_webhooks`
- * (docs/push.md) and `conflict` (the admin API, docs/deploy.md) are added types.
+ * Error types and their HTTP statuses. `address_in_use` (DECISIONS.md), `forbidden` and
+ * `too_many_webhooks` (docs/push.md) and `conflict` (the admin API, docs/deploy.md) are added types.
  */
 export const ERROR_STATUS = {
   invalid_request: 400,
   unauthorized: 401,
   key_required: 401,
+  forbidden: 403,
   not_found: 404,
   address_in_use: 409,
   too_many_webhooks: 409,
@@ -27,9 +28,10 @@ export const ERROR_MEANING: Record<ErrorType, string> = {
   invalid_request: 'Malformed parameters or body. The message names the offending field.',
   unauthorized: 'A key was sent but is invalid or revoked. There is no silent downgrade to anonymous.',
   key_required: 'The feature (`wait`, the event stream, webhooks) needs an API key.',
+  forbidden: 'The request is understood but this instance does not allow it for this key (a *@<domain> webhook where the operator has not enabled it); the message says what to do instead.',
   not_found: 'No such resource; most often the email expired (about one hour after arrival).',
   address_in_use: 'An explicit local_part was asked for, but that address already holds mail. Delete its mail first, or omit local_part for a random empty address.',
-  too_many_webhooks: 'The key already has its maximum number of webhooks (10 by default); delete one first.',
+  too_many_webhooks: 'The key already has its maximum number of webhooks (10 by default; delete one first), or the address already has 10 webhooks from all keys together.',
   conflict: 'Admin API: the change contradicts the configuration or a bound (retiring a domain of EPHEMAIL_DOMAINS, too many active domains). The message says which.',
   rate_limited: 'Per-minute limit exceeded; the retry-after header gives seconds.',
   quota_exceeded: 'Daily quota exhausted; it resets at 00:00 UTC and waiting for the minute window does not help.',

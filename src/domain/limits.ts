@@ -90,3 +90,49 @@ export function createHoldCounter(caps: HoldCaps) {
     },
   };
 }
+
+/**
+ * How far one email may fan out through webhooks (docs/push.md "Limits", docs/security.md 17): what
+ * one received message, one address, one key and one webhook can make the service queue and send.
+ */
+export const WEBHOOK_FANOUT = Object.freeze({
+  /** Events one received message may queue, all its recipients and matching webhooks together. */
+  eventsPerMessage: 100,
+  /** Webhooks watching one address (or one `*@<domain>`), all keys together. */
+  hooksPerAddress: 10,
+  /** Events queued for one key's webhooks together (waiting for a first attempt or a retry); more are dropped. */
+  pendingPerKey: 200,
+  /** Events queued for one webhook; more are dropped. */
+  pendingPerHook: 100,
+});
+
+/**
+ * At most `max` of `items`, taken round-robin across their groups (groups in the order of their first
+ * item, items in order within a group), so a group with many items cannot crowd out another's one.
+ * `left` keeps the input order. Pure.
+ */
+export function shareFairly<T>(items: readonly T[], groupOf: (item: T) => string, max: number): { taken: T[]; left: T[] } {
+  if (items.length <= max) return { taken: [...items], left: [] };
+  const groups = new Map<string, number[]>();
+  items.forEach((item, i) => {
+    const g = groupOf(item);
+    const list = groups.get(g);
+    if (list) list.push(i);
+    else groups.set(g, [i]);
+  });
+  const queues = [...groups.values()];
+  const chosen = new Set<number>();
+  const taken: T[] = [];
+  for (let round = 0; taken.length < max; round++) {
+    let any = false;
+    for (const q of queues) {
+      if (round >= q.length) continue;
+      any = true;
+      chosen.add(q[round]);
+      taken.push(items[q[round]]);
+      if (taken.length === max) break;
+    }
+    if (!any) break;
+  }
+  return { taken, left: items.filter((_, i) => !chosen.has(i)) };
+}

@@ -2,7 +2,9 @@
 // before its 250 (ingest.ts), so a crash loses no event; any node claims due jobs with a lease, so an
 // event goes to one node at a time and a dead node's jobs come back when the lease runs out
 // (at-least-once, once across nodes when nodes live). Signed with Standard Webhooks; retried on an
-// exponential backoff for the email's lifetime (docs/push.md "Webhooks").
+// exponential backoff for the email's lifetime (docs/push.md "Webhooks"). Fan-out is bounded
+// (WEBHOOK_FANOUT): per message, per address, and by the events pending per key and per webhook;
+// an event over a bound is dropped, counted and written in its webhook's delivery log.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Webhook } from 'standardwebhooks';
@@ -10,9 +12,10 @@ import type { Config } from '../config.ts';
 import { parseAddress } from '../domain/address.ts';
 import type { Clock } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
+import { WEBHOOK_FANOUT, shareFairly } from '../domain/limits.ts';
 import type { Metrics } from '../metrics.ts';
 import type { EmailSummary, Store } from '../store/store.ts';
-import type { DeliveryAttempt, DeliveryJob, WebhookRecord } from '../store/webhooks.ts';
+import type { DeliveryAttempt, DeliveryJob, DroppedJob, EventBody, NewDeliveryJob, WebhookRecord } from '../store/webhooks.ts';
 import type { DomainRegistry } from './domains.ts';
 import { checkDestination, postWebhook, type Resolve } from './webhook-send.ts';
 
@@ -36,7 +39,10 @@ export interface WebhookService {
   list(keyHash: string): Promise<WebhookRecord[]>;
   remove(keyHash: string, id: string): Promise<void>;
   deliveries(keyHash: string, id: string, limit: number): Promise<{ webhook: WebhookRecord; attempts: DeliveryAttempt[]; pending: number }>;
-  /** Queues one event per matching webhook for each stored email; durable when it resolves. */
+  /**
+   * Queues one event per matching webhook for each stored email, within the fan-out limits
+   * (WEBHOOK_FANOUT; the rest are dropped, counted and logged); durable when it resolves.
+   */
   enqueueFor(emails: EmailSummary[]): Promise<void>;
   /** Deliveries running on this node now. */
   readonly inFlight: number;
@@ -56,6 +62,12 @@ export interface WebhookDeps {
   eventJson(e: EmailSummary): string;
   /** DNS (tests inject answers; the default is the system resolver). */
   resolve?: Resolve;
+  /**
+   * Whether a key may watch a whole domain (`*@<domain>`), asked at registration and again for each
+   * event. The default is the instance setting EPHEMAIL_WEBHOOK_WILDCARD for every key; the
+   * operator's per-key grant (the admin API of a later issue) plugs in here.
+   */
+  mayWatchDomain?: (keyHash: string) => boolean | Promise<boolean>;
   random?: () => number;
 }
 
@@ -69,6 +81,18 @@ export function retryDelay(n: number, random: () => number = Math.random): numbe
 
 /** The `*@<domain>` target that covers an address. */
 const wildcardOf = (address: string) => `*@${address.slice(address.lastIndexOf('@') + 1)}`;
+const isWildcard = (target: string) => target.startsWith('*@');
+
+/** Why an event was not queued, as its line in the delivery log says it. */
+const DROPPED_BECAUSE: Record<DroppedJob['reason'] | 'message_limit', string> = {
+  message_limit: `not queued: the message that brought this email had already queued ${WEBHOOK_FANOUT.eventsPerMessage} webhook events, the most one message may (all its recipients and webhooks together)`,
+  hook_pending: `not queued: this webhook already has ${WEBHOOK_FANOUT.pendingPerHook} events waiting for delivery (its receiver is not keeping up); new events are dropped until some are delivered or given up`,
+  key_pending: `not queued: this key's webhooks already have ${WEBHOOK_FANOUT.pendingPerKey} events waiting for delivery; new events are dropped until some are delivered or given up`,
+};
+
+/** Why a `*@<domain>` registration is refused, and what to do instead. */
+export const WILDCARD_REFUSED = 'A *@<domain> webhook receives the mail of every inbox on the domain, which would void the unguessable addresses that keep public inboxes private, so this instance does not allow it. '
+  + 'Register a webhook for one inbox address instead; an operator whose domains carry only their own mail can allow it with EPHEMAIL_WEBHOOK_WILDCARD=true';
 
 /** The webhook target for an `address` field: a full address or `*@<domain>`, on an active domain. */
 export function webhookTarget(domains: Pick<DomainRegistry, 'stateOf' | 'active'>, raw: string): string {
@@ -93,6 +117,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   const { store, config, clock, log } = deps;
   const hooks = store.webhooks;
   const random = deps.random ?? Math.random;
+  const mayWatchDomain = deps.mayWatchDomain ?? (() => config.webhooks.wildcard);
   const max = config.webhooks.maxInFlight;
   let timer: NodeJS.Timeout | null = null;
   let ticking = false;
@@ -101,6 +126,9 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   const running = new Set<Promise<void>>();
   const outcomes = deps.metrics?.webhookDeliveries;
   const seconds = deps.metrics?.webhookSeconds;
+  const queuedEvents = deps.metrics?.webhookQueued;
+  const droppedEvents = deps.metrics?.webhookDropped;
+  const caps = { perKey: WEBHOOK_FANOUT.pendingPerKey, perHook: WEBHOOK_FANOUT.pendingPerHook };
 
   async function deliver(job: DeliveryJob): Promise<void> {
     const attempt = job.attempts + 1;
@@ -114,6 +142,9 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
     if (!hook || !key || key.revokedAt !== null) {
       status = 'gave_up';
       error = !hook ? 'the webhook was deleted' : 'the webhook\'s API key was revoked';
+    } else if (job.payload === '' || job.expiresAt <= clock.now()) {
+      status = 'gave_up';
+      error = 'the email expired before the event could be delivered';
     } else {
       const sentAt = new Date(clock.now());
       const signature = new Webhook(hook.secret).sign(job.id, sentAt, job.payload);
@@ -185,13 +216,18 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
     },
     async register(keyHash, input) {
       const target = webhookTarget(deps.domains, input.address);
+      if (isWildcard(target) && !(await mayWatchDomain(keyHash))) throw new AppError('forbidden', WILDCARD_REFUSED);
       const refused = await checkDestination(input.url, config.webhooks.allowPrivate, deps.resolve);
       if (refused) throw new AppError('invalid_request', refused);
       const record: WebhookRecord = {
         id: `wh_${token(15)}`, keyHash, url: input.url, target, secret: `whsec_${randomBytes(24).toString('base64')}`, createdAt: clock.now(),
       };
-      if (!(await hooks.addWebhook(record, config.webhooks.perKey))) {
+      const added = await hooks.addWebhook(record, { perKey: config.webhooks.perKey, perTarget: WEBHOOK_FANOUT.hooksPerAddress });
+      if (added === 'key_full') {
         throw new AppError('too_many_webhooks', `This key already has ${config.webhooks.perKey} webhooks; delete one first`, { hint: { kind: 'delete_webhook' } });
+      }
+      if (added === 'target_full') {
+        throw new AppError('too_many_webhooks', `${target} is already watched by ${WEBHOOK_FANOUT.hooksPerAddress} webhooks (all keys together), the most one address may have: it bounds how far one email fans out`);
       }
       return record;
     },
@@ -208,20 +244,45 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
       if (emails.length === 0) return;
       const targets = new Set<string>();
       for (const e of emails) targets.add(e.address).add(wildcardOf(e.address));
-      const matched = await hooks.matching([...targets]);
+      const found = await hooks.matching([...targets]);
+      if (found.length === 0) return;
+      // a *@<domain> webhook stored while it was allowed gets nothing once its key may no longer have it
+      const allowed = new Map<string, boolean>();
+      for (const h of found) if (isWildcard(h.target) && !allowed.has(h.keyHash)) allowed.set(h.keyHash, await mayWatchDomain(h.keyHash));
+      const matched = found.filter((h) => !isWildcard(h.target) || allowed.get(h.keyHash));
       if (matched.length === 0) return;
       const now = clock.now();
-      const jobs: DeliveryJob[] = [];
-      for (const e of emails) {
-        const wild = wildcardOf(e.address);
-        const body = deps.eventJson(e);
-        for (const h of matched) {
-          if (h.target !== e.address && h.target !== wild) continue;
-          jobs.push({ id: `msg_${token(15)}`, webhookId: h.id, emailId: e.id, payload: body, attempts: 0, dueAt: now, expiresAt: e.expiresAt });
+      // every event the message could make; the oldest webhooks first, so a key's turn in the
+      // per-message share comes from its oldest matching webhook
+      matched.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
+      const candidates: NewDeliveryJob[] = [];
+      for (const h of matched) {
+        for (const e of emails) {
+          if (h.target !== e.address && h.target !== wildcardOf(e.address)) continue;
+          candidates.push({ id: `msg_${token(15)}`, webhookId: h.id, keyHash: h.keyHash, emailId: e.id, dueAt: now, expiresAt: e.expiresAt });
         }
       }
-      await hooks.enqueue(jobs);
-      if (jobs.length > 0 && !stopped) setImmediate(() => void tick());
+      const { taken, left } = shareFairly(candidates, (j) => j.keyHash, WEBHOOK_FANOUT.eventsPerMessage);
+      const byId = new Map(emails.map((e) => [e.id, e]));
+      const bodies: EventBody[] = [...new Set(taken.map((j) => j.emailId))].map((id) => {
+        const e = byId.get(id)!;
+        return { emailId: id, payload: deps.eventJson(e), expiresAt: e.expiresAt };
+      });
+      const refused = await hooks.enqueue(bodies, taken, caps);
+      queuedEvents?.inc(taken.length - refused.length);
+      const dropped = [...left.map((job) => ({ job, reason: 'message_limit' as const })), ...refused];
+      if (dropped.length > 0) {
+        const counts: Record<string, number> = {};
+        for (const d of dropped) counts[d.reason] = (counts[d.reason] ?? 0) + 1;
+        for (const [reason, n] of Object.entries(counts)) droppedEvents?.labels(reason).inc(n);
+        log.info({ dropped: counts, queued: taken.length - refused.length }, 'webhook events dropped (fan-out limits)');
+        // the log lines are for the keys to see; failing to write them must not refuse the mail
+        await hooks.appendLog(dropped.map(({ job, reason }) => ({
+          webhookId: job.webhookId,
+          attempt: { jobId: job.id, emailId: job.emailId, attempt: 0, at: now, status: 'dropped' as const, responseCode: null, error: DROPPED_BECAUSE[reason], nextRetryAt: null },
+        }))).catch((err) => log.warn({ err }, 'dropped webhook events not written to their logs'));
+      }
+      if (taken.length > refused.length && !stopped) setImmediate(() => void tick());
     },
     start() {
       if (timer) return;

@@ -18,6 +18,8 @@ export interface RedisHarness {
   open(): Promise<Store>;
   /** A fresh key prefix under the run prefix. */
   prefix(): string;
+  /** How many webhook event bodies the store opened last holds (its `{wh}:b:` keys). */
+  webhookBodies(): Promise<number>;
   /** Two buses ("two nodes", each with its own publisher and subscriber) on a fresh channel. */
   buses(): Promise<{ a: Bus; b: Bus; close(): Promise<void> }>;
   cleanup(): Promise<void>;
@@ -26,6 +28,7 @@ export interface RedisHarness {
 export function redisHarness(url: () => string): RedisHarness {
   const runPrefix = `ephtest:${randomUUID().slice(0, 8)}:`;
   const clients: RedisClient[] = [];
+  let lastPrefix = '';
   const h: RedisHarness = {
     runPrefix,
     prefix: () => `${runPrefix}${randomUUID().slice(0, 6)}:`,
@@ -41,7 +44,19 @@ export function redisHarness(url: () => string): RedisHarness {
       const c = connect(target);
       c.on('error', () => undefined);
       await whenReady(c, 10_000);
-      return createRedisStore({ client: c, keys: keyspace(h.prefix()), cluster: target.cluster });
+      lastPrefix = h.prefix();
+      return createRedisStore({ client: c, keys: keyspace(lastPrefix), cluster: target.cluster });
+    },
+    async webhookBodies() {
+      // a client of its own, closed at once: the suite may run after cleanup() closed the others
+      const c = connect(parseRedisUrl(url()));
+      c.on('error', () => undefined);
+      try {
+        await whenReady(c, 10_000);
+        return await countPrefix(c as never, `${lastPrefix}{wh}:b:`);
+      } finally {
+        await closeClient(c);
+      }
     },
     async buses() {
       const target = parseRedisUrl(url());

@@ -24,7 +24,7 @@ if (!SKIP_SERVER) {
   });
 }
 storeSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
-webhookSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
+webhookSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER, bodies: h.webhookBodies });
 domainSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 
 limiterSuite('redis cluster (3 masters)', {

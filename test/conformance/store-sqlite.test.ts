@@ -20,7 +20,17 @@ let n = 0;
 storeSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 webhookSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 storeSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
-webhookSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
+// the file's event bodies, read through a second connection (the suite checks one body per email)
+let webhookFile = '';
+const webhookBodies = async () => {
+  const db = new Database(webhookFile, { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare('SELECT count(*) FROM webhook_payloads').pluck().get() as number;
+  } finally {
+    db.close();
+  }
+};
+webhookSuite('sqlite file', { open: async () => createSqliteStore((webhookFile = join(dir, `suite-${n++}.db`))), bodies: webhookBodies });
 domainSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 domainSuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
 // the service runs every store behind its read cache: the cached store is held to the same suite
@@ -82,6 +92,38 @@ test('sqlite file: a database of the layout before search texts is migrated; its
     assert.deepEqual(await store.matchText([id], 'old mail', now), [true]);
     const [fresh] = await store.addEmails([newEmail('old@ephemail.test', { searchText: 'new mail' })]);
     assert.deepEqual(await store.matchText([fresh.id, id], 'mail', now), [true, true]);
+  } finally {
+    await store.close();
+  }
+});
+
+test('sqlite file: a queue of version 3 (the body in every job) is migrated: each email\'s body kept once, jobs keep their key and are delivered', async () => {
+  const path = join(dir, 'v3.db');
+  const old = new Database(path);
+  for (const sql of MIGRATIONS.slice(0, 3)) old.exec(sql);
+  old.pragma('user_version = 3');
+  old.prepare('INSERT INTO webhooks (id, key_hash, url, target, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)').run('wh_a', 'k'.repeat(64), 'https://r.example/', 'a@ephemail.test', 'whsec_x', 1);
+  old.prepare('INSERT INTO webhooks (id, key_hash, url, target, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)').run('wh_b', 'j'.repeat(64), 'https://r.example/', 'a@ephemail.test', 'whsec_x', 2);
+  const job = old.prepare('INSERT INTO webhook_jobs (id, webhook_id, email_id, payload, attempts, due_at, leased, expires_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)');
+  job.run('msg_1', 'wh_a', 'e1', '{"email":1}', 2, 1000, 9_000_000);
+  job.run('msg_2', 'wh_b', 'e1', '{"email":1}', 0, 1000, 9_000_000);
+  old.close();
+
+  const store = createSqliteStore(path);
+  try {
+    const claimed = await store.webhooks.claim(2000, 10_000, 10);
+    assert.deepEqual(claimed.map((j) => [j.id, j.keyHash, j.payload, j.attempts]).sort(), [['msg_1', 'k'.repeat(64), '{"email":1}', 2], ['msg_2', 'j'.repeat(64), '{"email":1}', 0]]);
+    const bodies = () => {
+      const db = new Database(path, { readonly: true });
+      try {
+        return db.prepare('SELECT count(*) FROM webhook_payloads').pluck().get();
+      } finally {
+        db.close();
+      }
+    };
+    assert.equal(bodies(), 1, 'one body for the email, not one per job');
+    for (const j of claimed) await store.webhooks.finish(j, j.webhookId, { jobId: j.id, emailId: j.emailId, attempt: j.attempts + 1, at: 2000, status: 'delivered', responseCode: 200, error: null, nextRetryAt: null }, null);
+    assert.equal(bodies(), 0, 'freed with its last job');
   } finally {
     await store.close();
   }

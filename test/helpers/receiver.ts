@@ -4,6 +4,8 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface Call {
+  /** The request's path and query (which webhook called, when several share a receiver). */
+  url: string;
   headers: IncomingHttpHeaders;
   body: string;
   at: number;
@@ -46,7 +48,7 @@ export async function startReceiver(answer: (n: number, call: Call) => number = 
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const call: Call = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
+      const call: Call = { url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() };
       const status = r.answer(r.calls.length, call);
       r.calls.push(call);
       if (status === 0) return;

@@ -68,7 +68,7 @@ test('every error type is declared, with its status', () => {
   const envelope = deref(doc.components.schemas.Error);
   const typeSchema = deref(envelope.properties.error).properties.type;
   const declared = (typeSchema.anyOf ?? typeSchema.oneOf).map((v: any) => v.const ?? v.enum?.[0]);
-  assert.deepEqual([...declared].sort(), [...ERROR_TYPES, 'address_in_use', 'too_many_webhooks', 'conflict'].sort());
+  assert.deepEqual([...declared].sort(), [...ERROR_TYPES, 'address_in_use', 'forbidden', 'too_many_webhooks', 'conflict'].sort());
   for (const v of typeSchema.anyOf ?? typeSchema.oneOf) assert.ok(typeof v.description === 'string' && v.description.length > 10, `${v.const ?? v.enum?.[0]} has a meaning`);
   const statuses = new Set<string>();
   for (const item of Object.values(doc.paths) as any[]) for (const op of Object.values(item) as any[]) for (const s of Object.keys(op.responses ?? {})) statuses.add(s);
@@ -84,6 +84,8 @@ test('every error type is declared, with its status', () => {
     ['get', '/api/v1/emails/{id}', ['401', '404', '429', '500']],
     ['delete', '/api/v1/emails/{id}', ['401', '404', '429', '500']],
     ['get', '/api/v1/emails/{id}/attachments/{attachment_id}', ['401', '404', '429', '500']],
+    // 403 forbidden: a *@<domain> webhook where the operator has not allowed it (docs/push.md)
+    ['post', '/api/v1/webhooks', ['400', '401', '403', '409', '429', '500']],
   ];
   for (const [method, path, statuses] of where) {
     const declared = Object.keys(doc.paths[path][method].responses).filter((x) => x !== '200' && x !== '201' && x !== '204');

@@ -3,6 +3,7 @@
 // standardwebhooks package, the delivery log, the SSRF guard (no connection is ever made to a refused
 // address), and deliveries that survive the process being killed.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +25,8 @@ describe('webhooks (loopback allowed by the operator)', () => {
   let key: string;
   let base: string;
   before(async () => {
-    svc = await startService({ EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true', EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '10' });
+    // the operator allows *@<domain> here (all mail on these domains is theirs)
+    svc = await startService({ EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true', EPHEMAIL_WEBHOOK_WILDCARD: 'true', EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '10' });
     base = svc.http.replace('127.0.0.1', 'localhost');
     key = (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key;
   });
@@ -159,6 +161,55 @@ describe('webhooks (loopback allowed by the operator)', () => {
       assert.equal(rx.calls.length, n, 'no retry after the webhook was deleted');
     } finally {
       await rx.close();
+    }
+  });
+});
+
+describe('webhooks: *@<domain> is off unless the operator allows it (the default)', () => {
+  let svc: TestService;
+  let key: string;
+  let base: string;
+  before(async () => {
+    svc = await startService({ EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true' });
+    base = svc.http.replace('127.0.0.1', 'localhost');
+    key = (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key;
+  });
+  after(() => svc.stop());
+  const auth = () => ({ authorization: `Bearer ${key}` });
+
+  test('a free key registering *@<domain> gets 403 forbidden saying why and what to do; nothing is registered', async () => {
+    for (const address of ['*@ephemail.test', '*@EPHEMAIL.test', ' *@ephemail.test']) {
+      const res = await svc.api('/api/v1/webhooks', { method: 'POST', headers: { ...json, ...auth() }, body: JSON.stringify({ url: 'http://93.184.215.14/hook', address }) });
+      const err = await expectError(res, 403, 'forbidden', base, /every inbox/);
+      assert.match(err.message, /EPHEMAIL_WEBHOOK_WILDCARD=true/, 'names the operator\'s setting');
+      assert.match(err.message, /one inbox address instead/, 'says what the caller can do');
+    }
+    assert.deepEqual((await (await svc.api('/api/v1/webhooks', { headers: auth() })).json()).data, []);
+    // an inbox webhook on the same domain is fine
+    assert.equal((await svc.api('/api/v1/webhooks', { method: 'POST', headers: { ...json, ...auth() }, body: JSON.stringify({ url: 'http://93.184.215.14/hook', address: 'mine@ephemail.test' }) })).status, 201);
+  });
+
+  test('a *@<domain> webhook already in the store (made while it was allowed) gets no event once it is off', async () => {
+    const all = await startReceiver();
+    const one = await startReceiver();
+    try {
+      const keyHash = (await svc.service.core.store.findKey(createHash('sha256').update(key).digest('hex')))!.hash;
+      const wild = { id: 'wh_storedwildcard', keyHash, url: all.url, target: '*@ephemail.test', secret: `whsec_${Buffer.alloc(24, 1).toString('base64')}`, createdAt: Date.now() };
+      await svc.service.core.store.webhooks.addWebhook(wild, { perKey: 10, perTarget: 10 });
+      assert.ok((await (await svc.api('/api/v1/webhooks', { headers: auth() })).json()).data.some((w: any) => w.id === wild.id && w.address === '*@ephemail.test'));
+      const own = (await (await svc.api('/api/v1/webhooks', { method: 'POST', headers: { ...json, ...auth() }, body: JSON.stringify({ url: one.url, address: 'watched@ephemail.test' }) })).json()).data;
+      assert.equal((await mail(svc.smtpPort, 'watched@ephemail.test', 'for the inbox webhook')).data?.code, 250);
+      assert.equal((await mail(svc.smtpPort, 'someone-else@ephemail.test', 'not for anyone')).data?.code, 250);
+      await one.until(1);
+      // both emails were queued in the same way as the inbox webhook's event: none for the wildcard
+      const log = await (await svc.api(`/api/v1/webhooks/${wild.id}/deliveries`, { headers: auth() })).json();
+      assert.deepEqual([log.data, log.meta.pending], [[], 0]);
+      assert.equal(all.calls.length, 0);
+      assert.equal(JSON.parse(one.calls[0].body).data.subject, 'for the inbox webhook');
+      assert.ok(own.id);
+    } finally {
+      await all.close();
+      await one.close();
     }
   });
 });

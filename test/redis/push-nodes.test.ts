@@ -22,6 +22,7 @@ function envFor(p: string): Record<string, string> {
     EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${p}`,
     EPHEMAIL_SESSION_SECRET: 'push-nodes-test-secret-of-at-least-32-bytes',
     EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true',
+    EPHEMAIL_WEBHOOK_WILDCARD: 'true', // the webhook test watches *@ephemail.test
     EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '20',
   };
 }

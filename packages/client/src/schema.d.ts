@@ -233,7 +233,7 @@ export interface paths {
         /** The key's webhooks, oldest first (without secrets). Additive. */
         get: operations["listWebhooks"];
         put?: never;
-        /** Register a webhook for one inbox or a whole domain (*@<domain>). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email's lifetime. The secret is shown once. At most 10 per key. Additive. */
+        /** Register a webhook for one inbox, or for a whole domain (*@<domain>) where the operator allows it (EPHEMAIL_WEBHOOK_WILDCARD=true; otherwise 403 forbidden). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email's lifetime. The secret is shown once. At most 10 per key and 10 per address (all keys together; 409 too_many_webhooks). Additive. */
         post: operations["createWebhook"];
         delete?: never;
         options?: never;
@@ -265,7 +265,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Recent delivery attempts of a webhook, newest first (the last 100, for two hours): status, response code and next retry. Additive. */
+        /** Recent delivery attempts of a webhook, newest first (the last 100, for two hours): status, response code and next retry; events dropped by a fan-out limit show as status dropped. Additive. */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
@@ -478,7 +478,7 @@ export interface components {
         /** Error */
         Error: {
             error: {
-                type: "invalid_request" | "unauthorized" | "key_required" | "not_found" | "address_in_use" | "too_many_webhooks" | "conflict" | "rate_limited" | "quota_exceeded" | "too_many_waiters" | "internal_error";
+                type: "invalid_request" | "unauthorized" | "key_required" | "forbidden" | "not_found" | "address_in_use" | "too_many_webhooks" | "conflict" | "rate_limited" | "quota_exceeded" | "too_many_waiters" | "internal_error";
                 /** @description Human-readable; may be reworded at any time */
                 message: string;
                 /** @description Documentation address: {base_url}/docs#error-<type> */
@@ -503,12 +503,12 @@ export interface components {
             /** @description The webhook-id header: the same on every attempt of one event */
             event_id: string;
             email_id: string;
-            /** @description 1 for the first attempt */
+            /** @description 1 for the first attempt; 0 for an event that was dropped (never sent) */
             attempt: number;
             /** Format: date-time */
             attempted_at: string;
-            /** @description delivered (2xx), retrying (a later attempt is scheduled) or gave_up (the email expired, the address is refused, or the webhook or its key is gone) */
-            status: "delivered" | "retrying" | "gave_up";
+            /** @description delivered (2xx), retrying (a later attempt is scheduled), gave_up (the email expired, the address is refused, or the webhook or its key is gone) or dropped (never queued: a fan-out limit; error says which) */
+            status: "delivered" | "retrying" | "gave_up" | "dropped";
             /** @description The receiver's HTTP status; null when no response came */
             response_code: number | null;
             /** @description Why the attempt failed; null when delivered */
@@ -1810,7 +1810,7 @@ export interface operations {
                 "application/json": {
                     /** @description http(s) URL of the receiver. Loopback, private, link-local and metadata addresses are refused (here and at each delivery, after DNS) unless the operator set EPHEMAIL_WEBHOOK_ALLOW_PRIVATE=true. */
                     url: string;
-                    /** @description An inbox address, or *@<domain> for every inbox of an active domain */
+                    /** @description An inbox address, or *@<domain> for every inbox of an active domain (403 forbidden unless the operator set EPHEMAIL_WEBHOOK_WILDCARD=true) */
                     address: string;
                 };
             };
@@ -1844,6 +1844,18 @@ export interface operations {
             };
             /** @description Default Response */
             401: {
+                headers: {
+                    "ratelimit-limit": components["headers"]["ratelimit-limit"];
+                    "ratelimit-remaining": components["headers"]["ratelimit-remaining"];
+                    "ratelimit-reset": components["headers"]["ratelimit-reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Default Response */
+            403: {
                 headers: {
                     "ratelimit-limit": components["headers"]["ratelimit-limit"];
                     "ratelimit-remaining": components["headers"]["ratelimit-remaining"];

@@ -26,9 +26,9 @@ export const DeliverySchema = Type.Object(
   {
     event_id: Type.String({ description: 'The webhook-id header: the same on every attempt of one event' }),
     email_id: Type.String(),
-    attempt: Type.Integer({ minimum: 1, description: '1 for the first attempt' }),
+    attempt: Type.Integer({ minimum: 0, description: '1 for the first attempt; 0 for an event that was dropped (never sent)' }),
     attempted_at: Type.String({ format: 'date-time' }),
-    status: Type.Union([Type.Literal('delivered'), Type.Literal('retrying'), Type.Literal('gave_up')], { description: 'delivered (2xx), retrying (a later attempt is scheduled) or gave_up (the email expired, the address is refused, or the webhook or its key is gone)' }),
+    status: Type.Union([Type.Literal('delivered'), Type.Literal('retrying'), Type.Literal('gave_up'), Type.Literal('dropped')], { description: 'delivered (2xx), retrying (a later attempt is scheduled), gave_up (the email expired, the address is refused, or the webhook or its key is gone) or dropped (never queued: a fan-out limit; error says which)' }),
     response_code: Type.Union([Type.Integer(), Type.Null()], { description: 'The receiver\'s HTTP status; null when no response came' }),
     error: Type.Union([Type.String(), Type.Null()], { description: 'Why the attempt failed; null when delivered' }),
     next_retry_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
@@ -39,7 +39,7 @@ export const DeliverySchema = Type.Object(
 const WebhookBody = Type.Object(
   {
     url: Type.String({ minLength: 1, maxLength: WEBHOOK_URL_MAX, description: 'http(s) URL of the receiver. Loopback, private, link-local and metadata addresses are refused (here and at each delivery, after DNS) unless the operator set EPHEMAIL_WEBHOOK_ALLOW_PRIVATE=true.' }),
-    address: Type.String({ minLength: 3, maxLength: 320, description: 'An inbox address, or *@<domain> for every inbox of an active domain' }),
+    address: Type.String({ minLength: 3, maxLength: 320, description: 'An inbox address, or *@<domain> for every inbox of an active domain (403 forbidden unless the operator set EPHEMAIL_WEBHOOK_WILDCARD=true)' }),
   },
   { additionalProperties: false },
 );
@@ -72,8 +72,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
   app.post('/api/v1/webhooks', {
     schema: {
       operationId: 'createWebhook', tags: ['webhooks'], security: WEBHOOK_SECURITY, body: WebhookBody,
-      summary: 'Register a webhook for one inbox or a whole domain (*@<domain>). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email\'s lifetime. The secret is shown once. At most 10 per key. Additive.',
-      response: { 201: Type.Object({ data: WebhookRef }, { description: 'The webhook, with its secret (shown only now)' }), ...errors('invalid_request', 'unauthorized', 'key_required', 'too_many_webhooks', 'rate_limited', 'quota_exceeded') },
+      summary: 'Register a webhook for one inbox, or for a whole domain (*@<domain>) where the operator allows it (EPHEMAIL_WEBHOOK_WILDCARD=true; otherwise 403 forbidden). Each new email is POSTed as an `email.received` event signed with Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature); failed deliveries are retried with backoff for the email\'s lifetime. The secret is shown once. At most 10 per key and 10 per address (all keys together; 409 too_many_webhooks). Additive.',
+      response: { 201: Type.Object({ data: WebhookRef }, { description: 'The webhook, with its secret (shown only now)' }), ...errors('invalid_request', 'unauthorized', 'key_required', 'forbidden', 'too_many_webhooks', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request, reply) => {
     const keyHash = keyOf(request);
@@ -106,7 +106,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
   app.get('/api/v1/webhooks/:id/deliveries', {
     schema: {
       operationId: 'listWebhookDeliveries', tags: ['webhooks'], security: WEBHOOK_SECURITY, params: IdParams, querystring: DeliveriesQuery,
-      summary: 'Recent delivery attempts of a webhook, newest first (the last 100, for two hours): status, response code and next retry. Additive.',
+      summary: 'Recent delivery attempts of a webhook, newest first (the last 100, for two hours): status, response code and next retry; events dropped by a fan-out limit show as status dropped. Additive.',
       response: {
         200: Type.Object({
           data: Type.Array(Type.Ref(DeliverySchema)),

@@ -183,9 +183,11 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     return out;
   }
 
+  const webhooks = createRedisWebhooks(client, k.prefix, replicas);
+
   return {
     capabilities: { sharedAcrossProcesses: true, orderedAcrossInboxes: !cluster },
-    webhooks: createRedisWebhooks(client, k.prefix),
+    webhooks,
     domains: createRedisDomains(client, k.domains, replicas),
     addEmails: (emails) => call(() => addEmails(emails)),
     listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
@@ -229,6 +231,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
           const counts = await Promise.all(slots.slice(i, i + SWEEP_PARALLEL).map((s) => sweepSlot(s, now)));
           removed += counts.reduce((a, b) => a + b, 0);
         }
+        await webhooks.sweepExpired(now); // expired webhook events, with the bodies they alone used
         return removed;
       }),
     mintKey: (key: NewKey, ip, max, windowMs, now) =>

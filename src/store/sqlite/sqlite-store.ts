@@ -223,7 +223,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
         removed += n;
         if (n < SWEEP_BATCH) break;
       }
-      await guard(() => webhooks.expireAttempts(now)); // the delivery log's two hours (few rows, indexed on at)
+      await webhooks.sweepExpired(now); // expired events with their bodies, and the delivery log's two hours
       return removed;
     },
     mintKey: (key, ip, max, windowMs, now) => guard(() => mint.immediate(key, ip, max, windowMs, now)),
