@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { WEB_LIMITS } from '../../src/web/security.ts';
+import { midMinuteClock } from '../helpers/time.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { DESKTOP, launchChromium } from './browser.ts';
 
@@ -51,7 +52,8 @@ test('page actions use the web bucket: the API quota is spent, the page still cr
 
 test('the web bucket has its own limit, and its 429 says when to try again (not how to mint a key)', async () => {
   assert.deepEqual(WEB_LIMITS, { perMinute: 300, perDay: 20_000 });
-  const svc2 = await startService();
+  // the limiter's windows are fixed minutes: 301 requests must not straddle a boundary
+  const svc2 = await startService({}, { clock: midMinuteClock() });
   try {
     let last: Response | null = null;
     for (let i = 0; i <= WEB_LIMITS.perMinute; i++) {
