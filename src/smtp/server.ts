@@ -361,7 +361,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
                 return callback(smtpError(421, '4.4.2 The client left during a delay')); // (not sent)
               }
               store();
-            }, (rule.delaySeconds ?? 0) * 1000);
+            }, (rule.delaySeconds ?? 0) * 1000).unref(); // (a shutdown closes the connection; nothing waits for this)
           },
           (err) => {
             core.log.error({ err }, 'SMTP fault rules could not be read; answered with a temporary error');
