@@ -29,6 +29,7 @@ export async function registerOpenApi(app: FastifyInstance, core: Core): Promise
         { name: 'inboxes', description: 'Domains and addresses' },
         { name: 'emails', description: 'Reading and deleting mail' },
         { name: 'webhooks', description: 'Signed HTTP callbacks for new mail (Standard Webhooks), retried for the mail\'s lifetime. Additive.' },
+        { name: 'faults', description: 'SMTP faults on demand, per address: make RCPT TO or the end of DATA answer 4xx/5xx, answer late, or drop the connection, to test how a mailer retries, gives up and times out. Needs a key. Additive.' },
         ...(admin ? [{ name: 'admin', description: 'The operator\'s API, on when EPHEMAIL_ADMIN_TOKEN is set: domains added and retired at run time, API keys listed and revoked. Outside the quota. Additive.' }] : []),
       ],
       components: {

@@ -10,7 +10,9 @@ import { createHoldCounter, ipBucket } from '../domain/limits.ts';
 import { StoreFullError, StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
 import type { DomainState } from '../services/domains.ts';
+import { splitReply } from '../services/faults.ts';
 import { ingest } from '../services/ingest.ts';
+import type { FaultRule } from '../store/faults.ts';
 import { createParsePool } from './parse-pool.ts';
 import { installProxyFront, peerMatcher } from './proxy-protocol.ts';
 import { createCertificateReloader, type CertificateReloader, type ReloadOutcome } from './tls-reload.ts';
@@ -56,8 +58,10 @@ interface ConnectionView {
   _parser?: { _dataMode?: boolean } | false;
   _closing?: boolean;
   _closed?: boolean;
+  _socket?: { destroy(): void; destroyed?: boolean };
 }
-type Tracked = SMTPServerSession & { release?: () => void; deadline?: NodeJS.Timeout };
+/** `faultData`: recipients whose RCPT saw a `data` fault rule left (docs/faults.md); looked at the end of DATA. */
+type Tracked = SMTPServerSession & { release?: () => void; deadline?: NodeJS.Timeout; faultData?: Set<string> };
 
 // smtp-server picks an enhanced status code from the reply code alone (550 → 5.1.1), but our replies
 // need specific ones (550 5.1.2 for an unknown domain). A reply whose text starts with its own
@@ -258,10 +262,14 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         const why = state === 'retired' ? 'no longer accepts' : 'does not accept';
         return callback(smtpError(550, `5.1.2 This service ${why} mail for ${parsed.domain}; active domains: ${core.domains.active().join(', ')}`));
       }
-      if (!addressCap) return callback();
-      capped(`smtp-rcpt:${parsed.address}`, addressCap, 'address', { client: session.remoteAddress, recipient: parsed.address }, (retry) =>
-        smtpError(452, `4.2.2 ${parsed.address} is receiving too much mail: at most ${addressCap.perMinute} messages a minute, try again in ${retry} s`),
-      ).then(callback);
+      // SMTP faults on demand: one indexed read (SQLite) or one script (Redis) per RCPT; a rule
+      // answers this RCPT, and a data rule is remembered for the end of DATA
+      faultAt(parsed.address, session as Tracked).then((refusal) => {
+        if (refusal || !addressCap) return callback(refusal);
+        capped(`smtp-rcpt:${parsed.address}`, addressCap, 'address', { client: session.remoteAddress, recipient: parsed.address }, (retry) =>
+          smtpError(452, `4.2.2 ${parsed.address} is receiving too much mail: at most ${addressCap.perMinute} messages a minute, try again in ${retry} s`),
+        ).then(callback);
+      });
     },
     onData(stream: SMTPServerDataStream, session, reply) {
       let chunks: Buffer[] = [];
@@ -316,7 +324,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         const recipients = session.envelope.rcptTo.map((r) => parseAddress(r.address)!.address);
         const mailFrom = session.envelope.mailFrom;
         const mailedBy = mailedByOf(mailFrom ? mailFrom.address : null);
-        summaryOf(raw)
+        const store = () => summaryOf(raw)
           .then((summary) => ingest(core, summary, recipients, mailedBy))
           .then(
             (stored) => {
@@ -328,10 +336,70 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
               callback(smtpReplyFor(err));
             },
           );
+        const pending = (session as Tracked).faultData;
+        if (!pending || !recipients.some((a) => pending.has(a))) return void store(); // the usual case: no rule
+        dataFault(recipients, session as Tracked).then(
+          (rule) => {
+            if (!rule) return void store();
+            const fields = { fault_id: rule.id, address: rule.address, client: session.remoteAddress };
+            if (rule.reply !== null) {
+              core.log.info({ ...fields, reply: rule.reply }, 'SMTP fault: DATA answered as the rule says; nothing stored');
+              const { code, text } = splitReply(rule.reply);
+              return callback(smtpError(code, text));
+            }
+            const c = connectionOf(session);
+            if (rule.disconnect) {
+              core.log.info(fields, 'SMTP fault: connection dropped instead of the reply to DATA; nothing stored');
+              c?._socket?.destroy();
+              return callback(smtpError(421, '4.4.2 Connection dropped by a fault rule')); // (not sent: the socket is gone)
+            }
+            core.log.info({ ...fields, delay_seconds: rule.delaySeconds }, 'SMTP fault: the reply to DATA is delayed');
+            setTimeout(() => {
+              const now = connectionOf(session);
+              if (!now || now._closing || now._closed || now._socket?.destroyed) {
+                core.log.info(fields, 'SMTP fault: the client left during the delay; nothing stored');
+                return callback(smtpError(421, '4.4.2 The client left during a delay')); // (not sent)
+              }
+              store();
+            }, (rule.delaySeconds ?? 0) * 1000).unref(); // (a shutdown closes the connection; nothing waits for this)
+          },
+          (err) => {
+            core.log.error({ err }, 'SMTP fault rules could not be read; answered with a temporary error');
+            callback(smtpReplyFor(err));
+          },
+        );
       });
     },
   });
   server.on('error', (err) => core.log.warn({ err }, 'smtp connection error'));
+
+  /** At RCPT: the error a fault rule answers with, or undefined (and notes data rules for the end of DATA). */
+  async function faultAt(address: string, session: Tracked): Promise<SmtpError | undefined> {
+    try {
+      const { rule, dataRules } = await core.store.faults.takeFault(address, 'rcpt', core.clock.now());
+      if (dataRules) (session.faultData ??= new Set()).add(address);
+      else session.faultData?.delete(address);
+      if (!rule?.reply) return undefined;
+      core.log.info({ fault_id: rule.id, address, client: session.remoteAddress, reply: rule.reply }, 'SMTP fault: RCPT answered as the rule says');
+      const { code, text } = splitReply(rule.reply);
+      return smtpError(code, text);
+    } catch (err) {
+      core.log.error({ err }, 'SMTP fault rules could not be read; answered with a temporary error');
+      return smtpReplyFor(err);
+    }
+  }
+
+  /** At the end of DATA: the first data rule of the recipients (in their order) that applies, used once. */
+  async function dataFault(recipients: string[], session: Tracked): Promise<FaultRule | null> {
+    const now = core.clock.now();
+    for (const address of new Set(recipients)) {
+      if (!session.faultData?.has(address)) continue;
+      const { rule, dataRules } = await core.store.faults.takeFault(address, 'data', now);
+      if (!dataRules) session.faultData.delete(address);
+      if (rule) return rule;
+    }
+    return null;
+  }
 
   /**
    * Counts one against an inbound cap; resolves with the error to answer (past the cap, or the

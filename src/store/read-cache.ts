@@ -134,6 +134,10 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     get domains() {
       return store.domains;
     },
+    // (read through: a rule must hold at once on every node)
+    get faults() {
+      return store.faults;
+    },
     get cacheStats() {
       return { entries: entries.size, bytes };
     },

@@ -3,6 +3,7 @@
 // in (time is injected) and reads never return an email whose expiresAt <= now.
 // A store returns null/false/0 for "missing"; an unreachable backend throws StoreUnavailableError.
 import type { DomainStore } from './domains.ts';
+import type { FaultStore } from './faults.ts';
 import type { WebhookStore } from './webhooks.ts';
 
 /** What every email has, from its envelope and arrival (summaries carry these). */
@@ -106,6 +107,9 @@ export interface Store {
 
   /** Domains added and retired at run time (domains.ts). */
   readonly domains: DomainStore;
+
+  /** SMTP fault rules set per address by API keys (faults.ts). */
+  readonly faults: FaultStore;
 
   /**
    * Stores the emails atomically (all or none) and returns their summaries in input order, with ids

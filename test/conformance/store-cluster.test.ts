@@ -10,6 +10,7 @@ import { limiterSuite } from './limiter.suite.ts';
 import { redisHarness } from './redis-harness.ts';
 import { storeSuite } from './store.suite.ts';
 import { webhookSuite } from './webhooks.suite.ts';
+import { faultSuite } from './faults.suite.ts';
 import { domainSuite } from './domains.suite.ts';
 
 let cluster: RedisCluster | null = null;
@@ -25,6 +26,7 @@ if (!SKIP_SERVER) {
 }
 storeSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 webhookSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER, bodies: h.webhookBodies });
+faultSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 domainSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 
 limiterSuite('redis cluster (3 masters)', {

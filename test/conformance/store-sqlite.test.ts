@@ -11,6 +11,7 @@ import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail, rawMessage, storeSuite } from './store.suite.ts';
 import { webhookSuite } from './webhooks.suite.ts';
+import { faultSuite } from './faults.suite.ts';
 import { domainSuite } from './domains.suite.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-store-'));
@@ -31,6 +32,8 @@ const webhookBodies = async () => {
   }
 };
 webhookSuite('sqlite file', { open: async () => createSqliteStore((webhookFile = join(dir, `suite-${n++}.db`))), bodies: webhookBodies });
+faultSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
+faultSuite('sqlite file + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
 domainSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 domainSuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
 // the service runs every store behind its read cache: the cached store is held to the same suite

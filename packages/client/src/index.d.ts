@@ -8,6 +8,8 @@ export type EmailSummary = components['schemas']['EmailSummary'];
 export type Code = components['schemas']['Code'];
 export type Link = components['schemas']['Link'];
 export type LinkKind = Link['kind'];
+export type Fault = components['schemas']['Fault'];
+export type FaultInput = NonNullable<paths['/api/v1/inboxes/{address}/faults']['post']['requestBody']>['content']['application/json'];
 
 export declare class EphemailError extends Error {
   /** The spec's error type (not_found, rate_limited, key_required, …), or timeout / no_code / no_link / unexpected_email. */
@@ -41,6 +43,19 @@ export interface Inbox {
   waitForCode(options?: Filters & { since?: string; timeoutMs?: number }): Promise<string>;
   waitForLink(options?: Filters & { kind?: LinkKind; since?: string; timeoutMs?: number }): Promise<Link>;
   expectNoEmail(ms: number, filters?: Filters): Promise<void>;
+  clear(): Promise<number>;
+  /** SMTP faults on demand for this address (docs/faults.md); a key is minted once if none was given. */
+  readonly faults: InboxFaults;
+}
+
+export interface InboxFaults {
+  /** Adds a rule: `{ stage: 'rcpt' | 'data', reply: '451 4.7.1 Try again later', times?: 2 }`, `{ stage: 'data', delay_seconds: 20 }` or `{ stage: 'data', disconnect: true }`. */
+  add(rule: FaultInput): Promise<Fault>;
+  /** This key's rules on the address, in the order they apply. */
+  list(): Promise<Fault[]>;
+  /** Removes one rule by id. */
+  remove(id: string): Promise<void>;
+  /** Removes this key's rules on the address; resolves with how many. */
   clear(): Promise<number>;
 }
 

@@ -146,6 +146,32 @@ export function createEphemail(options = {}) {
         const r = await call((init) => api.DELETE('/api/v1/inboxes/{address}/emails', { ...init, params: { path } }));
         return r.data.deleted;
       },
+      /** SMTP faults on demand for this address (needs a key: one is minted once if none was given). */
+      faults: {
+        /** Adds a rule, e.g. `{ stage: 'rcpt', reply: '451 4.7.1 Try again later', times: 2 }`; resolves with it. */
+        async add(rule) {
+          await ensureKey();
+          const r = await call((init) => api.POST('/api/v1/inboxes/{address}/faults', { ...init, params: { path }, body: rule }));
+          return r.data;
+        },
+        /** This key's rules on the address, in the order they apply. */
+        async list() {
+          await ensureKey();
+          const r = await call((init) => api.GET('/api/v1/inboxes/{address}/faults', { ...init, params: { path } }));
+          return r.data;
+        },
+        /** Removes one rule by id. */
+        async remove(id) {
+          await ensureKey();
+          await call((init) => api.DELETE('/api/v1/inboxes/{address}/faults/{id}', { ...init, params: { path: { ...path, id } } }));
+        },
+        /** Removes this key's rules on the address; resolves with how many. */
+        async clear() {
+          await ensureKey();
+          const r = await call((init) => api.DELETE('/api/v1/inboxes/{address}/faults', { ...init, params: { path } }));
+          return r.data.deleted;
+        },
+      },
     };
   }
 

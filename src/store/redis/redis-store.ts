@@ -9,6 +9,7 @@ import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
 import { createRedisDomains } from './domains.ts';
 import { createRedisWebhooks } from './webhooks.ts';
+import { createRedisFaults } from './faults.ts';
 
 const CHUNK = 256 * 1024;
 const SWEEP_BATCH = 500;
@@ -189,6 +190,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     capabilities: { sharedAcrossProcesses: true, orderedAcrossInboxes: !cluster },
     webhooks,
     domains: createRedisDomains(client, k.domains, replicas),
+    faults: createRedisFaults(client, k),
     addEmails: (emails) => call(() => addEmails(emails)),
     listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
     hasEmails: (address, now) => call(async () => (await listEmails(address, { limit: 1 }, now)).length > 0),

@@ -12,6 +12,7 @@ import { groupCommit, type WriteJob } from './group-commit.ts';
 import { MIGRATIONS } from './migrations.ts';
 import { createSqliteDomains } from './domains.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
+import { createSqliteFaults } from './faults.ts';
 import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
 
 const CHUNK = 256 * 1024;
@@ -169,11 +170,13 @@ export function createSqliteStore(path: string, options: { random?: () => number
 
   const webhooks = createSqliteWebhooks(db, guard);
   const domains = createSqliteDomains(db, guard);
+  const faults = createSqliteFaults(db, guard);
 
   return {
     capabilities: { sharedAcrossProcesses: false, orderedAcrossInboxes: true },
     webhooks,
     domains,
+    faults,
     addEmails,
     listEmails: (address: string, query: ListQuery, now: number) =>
       guard(() => {
@@ -224,6 +227,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
         if (n < SWEEP_BATCH) break;
       }
       await webhooks.sweepExpired(now); // expired events with their bodies, and the delivery log's two hours
+      await guard(() => faults.expireFaults(now)); // SMTP fault rules past their inbox TTL (indexed on expires_at)
       return removed;
     },
     mintKey: (key, ip, max, windowMs, now) => guard(() => mint.immediate(key, ip, max, windowMs, now)),

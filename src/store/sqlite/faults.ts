@@ -1,0 +1,55 @@
+// SMTP faults on SQLite: one table (migration 6) in the store's file, on the main connection. A use
+// (takeFault) is a BEGIN IMMEDIATE transaction, so it never races the writer thread; an address
+// without rules costs one indexed read and no transaction.
+import type Database from 'better-sqlite3';
+import type { AddFaultResult, FaultRule, FaultStage, FaultStore } from '../faults.ts';
+
+interface Row {
+  id: string; key_hash: string; address: string; stage: FaultStage; reply: string | null; delay_seconds: number | null;
+  disconnect: number; times: number | null; remaining: number | null; created_at: number; expires_at: number;
+}
+const toRule = (r: Row): FaultRule => ({
+  id: r.id, keyHash: r.key_hash, address: r.address, stage: r.stage, reply: r.reply, delaySeconds: r.delay_seconds,
+  disconnect: r.disconnect !== 0, times: r.times, remaining: r.remaining, createdAt: r.created_at, expiresAt: r.expires_at,
+});
+const LIVE = 'expires_at > ? AND (remaining IS NULL OR remaining > 0)';
+
+/** The fault store, and `expireFaults(now)` for the store's sweep. */
+export function createSqliteFaults(db: Database.Database, guard: <T>(fn: () => T) => Promise<T>): FaultStore & { expireFaults(now: number): number } {
+  const q = {
+    countAddress: db.prepare('SELECT count(*) FROM smtp_faults WHERE address = ? AND expires_at > ?').pluck(),
+    countKey: db.prepare('SELECT count(*) FROM smtp_faults WHERE key_hash = ? AND expires_at > ?').pluck(),
+    insert: db.prepare(`INSERT INTO smtp_faults (id, key_hash, address, stage, reply, delay_seconds, disconnect, times, remaining, created_at, expires_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    list: db.prepare('SELECT * FROM smtp_faults WHERE address = ? AND key_hash = ? AND expires_at > ? ORDER BY seq ASC'),
+    clear: db.prepare('DELETE FROM smtp_faults WHERE address = ? AND key_hash = ?'),
+    del: db.prepare('DELETE FROM smtp_faults WHERE address = ? AND key_hash = ? AND id = ?'),
+    any: db.prepare(`SELECT 1 FROM smtp_faults WHERE address = ? AND ${LIVE} LIMIT 1`).pluck(),
+    first: db.prepare(`SELECT * FROM smtp_faults WHERE address = ? AND stage = ? AND ${LIVE} ORDER BY seq ASC LIMIT 1`),
+    use: db.prepare('UPDATE smtp_faults SET remaining = remaining - 1 WHERE id = ? AND remaining > 0'),
+    anyData: db.prepare(`SELECT 1 FROM smtp_faults WHERE address = ? AND stage = 'data' AND ${LIVE} LIMIT 1`).pluck(),
+    expire: db.prepare('DELETE FROM smtp_faults WHERE expires_at <= ?'),
+  };
+  const add = db.transaction((r: FaultRule, maxPerAddress: number, maxPerKey: number, now: number): AddFaultResult => {
+    if ((q.countAddress.get(r.address, now) as number) >= maxPerAddress) return 'address_full';
+    if ((q.countKey.get(r.keyHash, now) as number) >= maxPerKey) return 'key_full';
+    q.insert.run(r.id, r.keyHash, r.address, r.stage, r.reply, r.delaySeconds, r.disconnect ? 1 : 0, r.times, r.remaining, r.createdAt, r.expiresAt);
+    return 'ok';
+  });
+  const take = db.transaction((address: string, stage: FaultStage, now: number) => {
+    const row = q.first.get(address, stage, now) as Row | undefined;
+    if (row && row.remaining !== null) q.use.run(row.id);
+    return { rule: row ? toRule(row) : null, dataRules: q.anyData.get(address, now) === 1 };
+  });
+  return {
+    addFault: (r, a, k, now) => guard(() => add.immediate(r, a, k, now)),
+    listFaults: (address, keyHash, now) => guard(() => (q.list.all(address, keyHash, now) as Row[]).map(toRule)),
+    clearFaults: (address, keyHash) => guard(() => q.clear.run(address, keyHash).changes),
+    deleteFault: (address, keyHash, id) => guard(() => q.del.run(address, keyHash, id).changes > 0),
+    takeFault: (address, stage, now) => guard(() => {
+      if (q.any.get(address, now) !== 1) return { rule: null, dataRules: false }; // the usual case: no transaction
+      return take.immediate(address, stage, now);
+    }),
+    expireFaults: (now) => q.expire.run(now).changes,
+  };
+}
