@@ -19,6 +19,44 @@ export type Resolve = (hostname: string) => Promise<ResolvedAddress[]>;
 export const systemResolve: Resolve = (hostname) =>
   new Promise((resolve, reject) => dnsLookup(hostname, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses))));
 
+/** Host-name lookups for webhooks one node runs at once (libuv has 4 threads for dns.lookup, fs and crypto). */
+export const LOOKUPS_AT_ONCE = 2;
+/** A webhook's host name must resolve within this long (waiting for a free lookup included). */
+export const LOOKUP_TIMEOUT_MS = 3000;
+
+/**
+ * A resolver for webhooks with bounds of its own: at most `atOnce` lookups run at a time (the rest
+ * wait their turn), and a caller gets an answer or an ETIMEOUT error within `timeoutMs`. A lookup
+ * that ran out of time keeps its place until it really ends (dns.lookup cannot be cancelled), so a
+ * resolver that hangs ties up at most `atOnce` of libuv's threads, never all of them.
+ */
+export function boundedResolve(resolve: Resolve, atOnce = LOOKUPS_AT_ONCE, timeoutMs = LOOKUP_TIMEOUT_MS): Resolve & { readonly running: number } {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const next = () => {
+    running--;
+    waiting.shift()?.();
+  };
+  const bounded = (hostname: string) =>
+    new Promise<ResolvedAddress[]>((done, fail) => {
+      const timer = setTimeout(() => {
+        const i = waiting.indexOf(start);
+        if (i >= 0) waiting.splice(i, 1); // gave up before its turn: never started
+        fail(Object.assign(new Error(`${hostname} did not resolve within ${timeoutMs / 1000} s`), { code: 'ETIMEOUT' }));
+      }, timeoutMs);
+      const start = () => {
+        running++;
+        resolve(hostname).then(
+          (r) => { clearTimeout(timer); next(); done(r); },
+          (e) => { clearTimeout(timer); next(); fail(e); },
+        );
+      };
+      if (running < atOnce) start();
+      else waiting.push(start);
+    });
+  return Object.defineProperty(bounded, 'running', { get: () => running }) as Resolve & { readonly running: number };
+}
+
 export interface SendOptions {
   allowPrivate: boolean;
   timeoutMs: number;
@@ -57,8 +95,12 @@ export async function checkDestination(raw: string, allowPrivate: boolean, resol
   let addresses: ResolvedAddress[];
   try {
     addresses = await withTimeout(resolve(parsed.url.hostname), timeoutMs);
-  } catch {
-    return null; // not resolvable now: every delivery resolves and checks again
+  } catch (err) {
+    // a name that does not exist is refused; one that cannot be resolved right now (a timeout, a
+    // resolver that fails) is kept: every delivery resolves and checks it again
+    const code = (err as NodeJS.ErrnoException)?.code;
+    if (code === 'ENOTFOUND' || code === 'ENODATA') return `${parsed.url.hostname} does not resolve to any address (check the URL's host name)`;
+    return null;
   }
   return refusedAmong(parsed.url.hostname, addresses);
 }

@@ -17,7 +17,7 @@ import type { Metrics } from '../metrics.ts';
 import type { EmailSummary, Store } from '../store/store.ts';
 import type { DeliveryAttempt, DeliveryJob, DroppedJob, EventBody, NewDeliveryJob, WebhookRecord } from '../store/webhooks.ts';
 import type { DomainRegistry } from './domains.ts';
-import { checkDestination, postWebhook, type Resolve } from './webhook-send.ts';
+import { boundedResolve, checkDestination, postWebhook, systemResolve, type Resolve } from './webhook-send.ts';
 
 /** A receiver has this long to answer. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
@@ -118,6 +118,8 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   const hooks = store.webhooks;
   const random = deps.random ?? Math.random;
   const mayWatchDomain = deps.mayWatchDomain ?? (() => config.webhooks.wildcard);
+  // every lookup of a webhook's host (registration and delivery): 2 at a time on this node, 3 s each
+  const resolve = boundedResolve(deps.resolve ?? systemResolve);
   const max = config.webhooks.maxInFlight;
   let timer: NodeJS.Timeout | null = null;
   let ticking = false;
@@ -152,7 +154,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
         'webhook-id': job.id,
         'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
         'webhook-signature': signature,
-      }, job.payload, { allowPrivate: config.webhooks.allowPrivate, timeoutMs: DELIVERY_TIMEOUT_MS, resolve: deps.resolve });
+      }, job.payload, { allowPrivate: config.webhooks.allowPrivate, timeoutMs: DELIVERY_TIMEOUT_MS, resolve });
       responseCode = r.status;
       error = r.error;
       const now = clock.now();
@@ -217,7 +219,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
     async register(keyHash, input) {
       const target = webhookTarget(deps.domains, input.address);
       if (isWildcard(target) && !(await mayWatchDomain(keyHash))) throw new AppError('forbidden', WILDCARD_REFUSED);
-      const refused = await checkDestination(input.url, config.webhooks.allowPrivate, deps.resolve);
+      const refused = await checkDestination(input.url, config.webhooks.allowPrivate, resolve);
       if (refused) throw new AppError('invalid_request', refused);
       const record: WebhookRecord = {
         id: `wh_${token(15)}`, keyHash, url: input.url, target, secret: `whsec_${randomBytes(24).toString('base64')}`, createdAt: clock.now(),
