@@ -121,6 +121,9 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   // every lookup of a webhook's host (registration and delivery): 2 at a time on this node, 3 s each
   const resolve = boundedResolve(deps.resolve ?? systemResolve);
   const max = config.webhooks.maxInFlight;
+  /** Deliveries one key may run at once on this node: a quarter of them (docs/push.md "Fairness"). */
+  const keyShare = Math.max(1, Math.floor(max / 4));
+  const byKey = new Map<string, number>();
   let timer: NodeJS.Timeout | null = null;
   let ticking = false;
   let again = false;
@@ -185,13 +188,19 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
       do {
         again = false;
         while (!stopped && running.size < max) {
+          // a key holds at most its share of this node's deliveries: its jobs past that are left
+          // due, so one key's slow receiver cannot keep another key's events waiting
           const room = Math.min(max - running.size, 50);
-          const jobs = await hooks.claim(clock.now(), LEASE_MS, room);
+          const jobs = await hooks.claim(clock.now(), LEASE_MS, room, { perKey: keyShare, held: Object.fromEntries(byKey) });
           for (const job of jobs) {
+            byKey.set(job.keyHash, (byKey.get(job.keyHash) ?? 0) + 1);
             const p = deliver(job)
               .catch((err) => log.warn({ err, event_id: job.id }, 'webhook delivery not recorded; it is retried when its lease ends'))
               .finally(() => {
                 running.delete(p);
+                const n = (byKey.get(job.keyHash) ?? 1) - 1;
+                if (n <= 0) byKey.delete(job.keyHash);
+                else byKey.set(job.keyHash, n);
                 if (!stopped) void tick();
               });
             running.add(p);

@@ -47,6 +47,14 @@ export interface DeliveryJob extends NewDeliveryJob {
   attempts: number;
 }
 
+/** How claim() shares a node's deliveries between keys. */
+export interface FairClaim {
+  /** Deliveries one key may run at once on the node. */
+  perKey: number;
+  /** What each key runs now (keys not named run none). */
+  held: Readonly<Record<string, number>>;
+}
+
 /** Events one key, and one webhook, may have queued (waiting or leased) at once. */
 export interface PendingCaps {
   perKey: number;
@@ -112,7 +120,9 @@ export interface WebhookStore {
    * died with it). Jobs are returned with their attempt count as stored, and their email's body. A
    * job past its expiresAt is never returned (the sweep, or this call, deletes it).
    */
-  claim(now: number, leaseMs: number, max: number): Promise<DeliveryJob[]>;
+  // fair: no key gets more than `perKey` less what it `held` already (its deliveries running on this
+  // node); its other due jobs are left for later, so one key's slow receiver cannot take every slot.
+  claim(now: number, leaseMs: number, max: number, fair?: FairClaim): Promise<DeliveryJob[]>;
   /**
    * Records an attempt of a claimed job: retryAt null removes the job (delivered or given up),
    * otherwise it is due again at retryAt with attempts = attempt.attempt.

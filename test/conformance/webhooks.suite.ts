@@ -91,6 +91,26 @@ export function webhookSuite(name: string, harness: WebhookHarness): void {
       assert.deepEqual(log[1], attempt(j, 1, 'retrying', 11_000));
     });
 
+    withStore('queue: a fair claim gives no key more than its room; the others\' due jobs are claimed past a busy key\'s backlog', async (store) => {
+      const w = store.webhooks;
+      const slow = hook({ keyHash: 'a'.repeat(64) });
+      const quick = hook({ keyHash: 'b'.repeat(64) });
+      await w.addWebhook(slow, ADD);
+      await w.addWebhook(quick, ADD);
+      // twelve of the busy key's events queued first, then one of another key's
+      const backlog = Array.from({ length: 12 }, (_, i) => job(slow.id, { keyHash: slow.keyHash, dueAt: 1000 + i }));
+      const other = job(quick.id, { keyHash: quick.keyHash, dueAt: 2000 });
+      const second = job(quick.id, { keyHash: quick.keyHash, dueAt: 2500 });
+      await enqueue(store, [...backlog, other, second]);
+      // the busy key already runs one delivery of its share of two: one more of its jobs, and the other key's
+      const fair = await w.claim(3000, 10_000, 5, { perKey: 2, held: { [slow.keyHash]: 1, [quick.keyHash]: 1 } });
+      assert.deepEqual(fair.map((j) => j.id).sort(), [backlog[0].id, other.id].sort());
+      // a key at its share gets none, even when its backlog is longer than the claim looks at (4 x 2)
+      assert.deepEqual((await w.claim(3000, 10_000, 2, { perKey: 2, held: { [slow.keyHash]: 2 } })).map((j) => j.id), [second.id]);
+      // without a share the queue is first come, first served
+      assert.deepEqual((await w.claim(3000, 10_000, 3)).map((j) => j.id), backlog.slice(1, 4).map((j) => j.id));
+    });
+
     withStore('queue: enqueue is idempotent per job id; a deleted webhook loses its pending jobs; the log is bounded', async (store) => {
       const w = store.webhooks;
       const h = hook();

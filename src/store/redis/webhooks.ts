@@ -6,6 +6,7 @@
 // memberships, so the per-webhook and per-key sets count exactly what is pending. An email's event
 // body is one hash (`b:<email id>`: payload and a count of the jobs using it), deleted with its last job.
 import { ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type AddResult, type DeliveryAttempt, type DeliveryJob, type DroppedJob, type WebhookRecord, type WebhookStore } from '../webhooks.ts';
+import { WEBHOOK_FANOUT } from '../../domain/limits.ts';
 import { call, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 
 // Keys under the base: w:<id> record · k:<keyHash> its webhooks · t:<target> webhooks watching it ·
@@ -101,10 +102,25 @@ return out
 // KEYS[1] base. ARGV: now, leaseMs, max. Returns job JSON and body, flat. Expired jobs are deleted, not returned.
 const CLAIM = `${DROP}
 local b = KEYS[1]
-local now = tonumber(ARGV[1])
-local ids = redis.call('ZRANGEBYSCORE', b .. 'due', '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+local now, max = tonumber(ARGV[1]), tonumber(ARGV[3])
+-- ARGV[4] per key ('' = no limit), ARGV[5] JSON {keyHash: deliveries it runs now}: each key takes
+-- at most its room; a bounded window of due jobs (4 x max) is looked through for the others
+local perKey = tonumber(ARGV[4])
+local room = {}
+local full = 0
+if perKey then
+  for k, n in pairs(cjson.decode(ARGV[5])) do
+    room[k] = perKey - n
+    if room[k] <= 0 then full = full + 1 end
+  end
+end
+-- the window skips past each full key's backlog (ARGV[6]: the most one key may have pending), at most 2,000 jobs
+local window = max
+if perKey then window = math.min(max * 4 + full * tonumber(ARGV[6]), 2000) end
+local ids = redis.call('ZRANGEBYSCORE', b .. 'due', '-inf', now, 'LIMIT', 0, window)
 local out = {}
 for _, id in ipairs(ids) do
+  if #out >= max * 2 then break end
   local json = redis.call('GET', b .. 'j:' .. id)
   if not json then
     redis.call('ZREM', b .. 'due', id)
@@ -113,7 +129,8 @@ for _, id in ipairs(ids) do
     local job = cjson.decode(json)
     if tonumber(job.expiresAt) <= now then
       drop(b, id, job)
-    else
+    elseif not perKey or (room[job.keyHash or ''] or perKey) > 0 then
+      if perKey then room[job.keyHash or ''] = (room[job.keyHash or ''] or perKey) - 1 end
       redis.call('ZADD', b .. 'due', now + tonumber(ARGV[2]), id)
       out[#out + 1] = json
       out[#out + 1] = (job.emailId and redis.call('HGET', b .. 'b:' .. job.emailId, 'p')) or ''
@@ -213,8 +230,8 @@ export function createRedisWebhooks(client: RedisClient, prefix: string, minRepl
       for (let i = 0; i < out.length; i += 2) dropped.push({ job: jobs[Number(out[i]) - 1], reason: out[i + 1] as DroppedJob['reason'] });
       return dropped;
     }),
-    claim: (now, leaseMs, max) => call(async () => {
-      const out = (await run.claim([base], [now, leaseMs, max])) as string[];
+    claim: (now, leaseMs, max, fair) => call(async () => {
+      const out = (await run.claim([base], [now, leaseMs, max, fair ? fair.perKey : '', fair ? JSON.stringify(fair.held) : '{}', WEBHOOK_FANOUT.pendingPerKey])) as string[];
       const jobs: DeliveryJob[] = [];
       for (let i = 0; i < out.length; i += 2) {
         const j = JSON.parse(out[i]) as DeliveryJob; // an earlier version's job carries its payload itself

@@ -9,6 +9,7 @@ import type Database from 'better-sqlite3';
 import {
   ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type AddResult, type DeliveryAttempt, type DeliveryJob, type DroppedJob, type EventBody, type NewDeliveryJob,
   type PendingCaps, type WebhookRecord, type WebhookStore,
+  type FairClaim,
 } from '../webhooks.ts';
 
 interface HookRow { id: string; key_hash: string; url: string; target: string; secret: string; created_at: number }
@@ -42,7 +43,7 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     enqueue: db.prepare('INSERT INTO webhook_jobs (id, webhook_id, key_hash, email_id, attempts, due_at, leased, expires_at) VALUES (?, ?, ?, ?, 0, ?, 0, ?)'),
     putBody: db.prepare('INSERT OR IGNORE INTO webhook_payloads (email_id, payload, expires_at) VALUES (?, ?, ?)'),
     due: db.prepare(`SELECT j.*, coalesce(p.payload, '') AS payload FROM webhook_jobs j LEFT JOIN webhook_payloads p ON p.email_id = j.email_id
-      WHERE j.due_at <= ? AND j.expires_at > ? ORDER BY j.due_at ASC LIMIT ?`),
+      WHERE j.due_at <= ? AND j.expires_at > ? AND j.key_hash NOT IN (SELECT value FROM json_each(?)) ORDER BY j.due_at ASC LIMIT ?`),
     anyDue: db.prepare('SELECT 1 FROM webhook_jobs WHERE due_at <= ? AND expires_at > ? LIMIT 1').pluck(),
     lease: db.prepare('UPDATE webhook_jobs SET leased = 1, due_at = ? WHERE id = ?'),
     done: db.prepare('DELETE FROM webhook_jobs WHERE id = ?'),
@@ -93,8 +94,22 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     for (const b of bodies) if (used.has(b.emailId)) q.putBody.run(b.emailId, b.payload, b.expiresAt);
     return dropped;
   });
-  const claim = db.transaction((now: number, leaseMs: number, max: number): DeliveryJob[] => {
-    const rows = q.due.all(now, now, max) as JobRow[];
+  const claim = db.transaction((now: number, leaseMs: number, max: number, fair?: FairClaim): DeliveryJob[] => {
+    // fair: keys at their share are left out by the query; a bounded window of the others' due jobs
+    // (4 x max) is looked through, each key taking its room only
+    const full = fair ? Object.entries(fair.held).filter(([, n]) => n >= fair.perKey).map(([k]) => k) : [];
+    const window = q.due.all(now, now, JSON.stringify(full), fair ? max * 4 : max) as JobRow[];
+    const room = new Map<string, number>();
+    const rows: JobRow[] = [];
+    for (const r of window) {
+      if (rows.length >= max) break;
+      if (fair) {
+        const left = room.get(r.key_hash) ?? fair.perKey - (fair.held[r.key_hash] ?? 0);
+        if (left <= 0) continue;
+        room.set(r.key_hash, left - 1);
+      }
+      rows.push(r);
+    }
     for (const r of rows) q.lease.run(now + leaseMs, r.id);
     return rows.map(toJob);
   });
@@ -123,7 +138,7 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     matching: (targets) => guard(() => targets.flatMap((t) => (q.byTarget.all(t) as HookRow[]).map(toHook))),
     enqueue: (bodies, jobs, caps) => guard(() => (jobs.length ? enqueue.immediate(bodies, jobs, caps) : [])),
     // a poll that finds nothing due takes no write lock (it would wait for the writer thread's commits)
-    claim: (now, leaseMs, max) => guard(() => (q.anyDue.get(now, now) === undefined ? [] : claim.immediate(now, leaseMs, max))),
+    claim: (now, leaseMs, max, fair) => guard(() => (q.anyDue.get(now, now) === undefined ? [] : claim.immediate(now, leaseMs, max, fair))),
     finish: (job, webhookId, a, retryAt) => guard(() => finish.immediate(job, webhookId, a, retryAt)),
     appendLog: (lines) => guard(() => { if (lines.length) appendLog.immediate(lines); }),
     listAttempts: (webhookId, limit, now) => guard(() => (q.attempts.all(webhookId, now - ATTEMPTS_TTL_MS, limit) as AttemptRow[]).map(toAttempt)),
