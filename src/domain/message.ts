@@ -4,6 +4,7 @@
 import type { EmailSummary } from '../store/store.ts';
 import type { CodeCandidate } from './extract/codes.ts';
 import type { EmailLink } from './extract/links.ts';
+import type { HtmlCheck } from './html-check.ts';
 
 export interface HeaderField {
   name: string;
@@ -48,7 +49,11 @@ export interface MessageViews {
   /** Links, the main action first (docs/extraction.md). */
   links: EmailLink[];
   outcome: DerivationOutcome;
+  /** HTML compatibility (domain/html-check.ts); null without an HTML part; absent in fallbacks (= null). */
+  htmlCheck?: HtmlCheck | null;
 }
 
 /** A whole email: its row and its message's views. */
-export interface EmailFull extends EmailSummary, Omit<MessageViews, 'version' | 'outcome'> {}
+export interface EmailFull extends EmailSummary, Omit<MessageViews, 'version' | 'outcome' | 'htmlCheck'> {
+  htmlCheck: HtmlCheck | null;
+}

@@ -5,6 +5,7 @@
 // workers first is derive-queue.ts's: readers before lists before background work, callers in turn.
 import type { Logger } from 'pino';
 import { ipBuckets } from '../domain/limits.ts';
+import { HTML_CHECK_BUDGET_MS, HTML_CHECK_MAX_CHARS, htmlCheckError, type HtmlCheck } from '../domain/html-check.ts';
 import type { MessageViews } from '../domain/message.ts';
 import { BudgetExceededError, createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import { minimalViews, VIEWS_VERSION, type DerivedMessage, type ParseLimits } from '../smtp/parse.ts';
@@ -88,6 +89,8 @@ export interface ViewServiceOptions {
   onDerived?: (seconds: number, outcome: string) => void;
   /** The budget of a message of this many bytes (default deriveBudgetMs; tests shorten it). */
   budgetMs?: (bytes: number) => number;
+  /** The budget of an HTML compatibility check (default HTML_CHECK_BUDGET_MS; tests shorten it). */
+  htmlCheckBudgetMs?: number;
 }
 
 export function createViewService(store: Store, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
@@ -136,6 +139,18 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
     }
   }
 
+  /** The HTML compatibility of `html` (domain/html-check.ts), on a worker within its own budget. */
+  async function checkHtml(html: string): Promise<HtmlCheck> {
+    const truncated = html.length > HTML_CHECK_MAX_CHARS;
+    try {
+      return await pool.run('htmlcheck', new TextEncoder().encode(html), limits, { budgetMs: options.htmlCheckBudgetMs ?? HTML_CHECK_BUDGET_MS });
+    } catch (err) {
+      const over = err instanceof BudgetExceededError;
+      log.warn({ err: over ? undefined : err, chars: html.length }, over ? 'an HTML compatibility check ran out of time' : 'an HTML compatibility check failed');
+      return htmlCheckError(over ? 'over_budget' : 'failed', truncated);
+    }
+  }
+
   /** Derives the views of a message from its raw bytes and keeps them (on a worker the queue gave). */
   async function deriveAndKeep(key: string): Promise<MessageViews | null> {
     pool.warm(WORKERS); // derivations have begun: the next one finds its worker started, not starting
@@ -144,8 +159,9 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
     const raw = await collect(src.chunks, src.sizeBytes);
     if (!raw) return null; // freed while it was read
     const started = performance.now();
-    const { views, parts } = await derive(raw);
+    const { views, parts, htmlSource } = await derive(raw);
     options.onDerived?.((performance.now() - started) / 1000, views.outcome);
+    if (htmlSource !== undefined) views.htmlCheck = await checkHtml(htmlSource);
     // kept in the background: the reader does not wait for the commit (the cache answers meanwhile)
     const write = store.putViews(key, JSON.stringify(views), parts)
       .catch((err) => log.warn({ err }, 'derived views could not be kept; they will be derived again'))

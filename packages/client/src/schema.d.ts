@@ -376,6 +376,47 @@ export interface components {
             /** @description The real target when a click-tracking redirect carries it in its own URL (AWS SES awstrack.me, ?url=, ?redirect=, ?u=); null otherwise */
             destination: string | null;
         };
+        /**
+         * HtmlCheck
+         * @description HTML compatibility from the caniemail.com data (docs/sender-checks.md)
+         */
+        HtmlCheck: {
+            /** @description Share of the (feature found × client checked) pairs that are supported, in percent, as Mailpit totals it (over the features listed) */
+            supported_percent: number;
+            /** @description Share of those pairs only partly supported */
+            partial_percent: number;
+            /** @description Share of those pairs not supported */
+            unsupported_percent: number;
+            /** @description Features the HTML uses that at least one checked client does not fully support, most clients affected first */
+            features: {
+                /**
+                 * @description caniemail.com title, e.g. `<style> element`, `display:flex`
+                 * @example display:flex
+                 */
+                feature: string;
+                /** @description Its caniemail.com page */
+                url: string | null;
+                /** @description The checked clients that do not, or only partly, support it */
+                clients: {
+                    /**
+                     * @description caniemail id, `family.platform`
+                     * @example outlook.windows
+                     */
+                    client: string;
+                    /** @example Outlook Windows */
+                    name: string;
+                    support: "none" | "partial";
+                    /** @description caniemail.com notes (at most 3) */
+                    notes: string[];
+                }[];
+            }[];
+            /** @description Gmail, Outlook (desktop, web, mobile), Apple Mail and Yahoo platforms, as caniemail ids */
+            clients_checked: string[];
+            /** @description Only the first 131,072 characters of the HTML were checked */
+            truncated: boolean;
+            /** @description Why there is no result: `over_budget` (the check ran out of time), `html_over_budget` (the HTML itself was not derived), `failed`; null when checked */
+            error: string | null;
+        };
         /** Header */
         Header: {
             name: string;
@@ -425,6 +466,8 @@ export interface components {
             codes: components["schemas"]["Code"][];
             /** @description Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive. */
             links: components["schemas"]["Link"][];
+            /** @description HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive. */
+            html_check: components["schemas"]["HtmlCheck"] | null;
         };
         /** ApiKey */
         ApiKey: {
