@@ -417,6 +417,38 @@ export interface components {
             /** @description Why there is no result: `over_budget` (the check ran out of time), `html_over_budget` (the HTML itself was not derived), `failed`; null when checked */
             error: string | null;
         };
+        /**
+         * Spam
+         * @description SpamAssassin's verdict from the configured spamd (EPHEMAIL_SPAMD), or why there is none
+         */
+        Spam: {
+            /**
+             * @description SpamAssassin's score
+             * @example 2.3
+             */
+            score: number;
+            /**
+             * @description The score from which spamd calls it spam (its required_score)
+             * @example 5
+             */
+            threshold: number;
+            is_spam: boolean;
+            /** @description The rules that hit, in spamd's order */
+            rules: {
+                /** @example MISSING_DATE */
+                name: string;
+                score: number;
+                description: string;
+            }[];
+            /** @description Only the first 512 KiB of the message were sent to spamd */
+            truncated: boolean;
+        } | {
+            /**
+             * @description `spamd unreachable`, `spamd timed out`, or `spamd error: …`; kept with the email like a score (docs/sender-checks.md)
+             * @example spamd unreachable
+             */
+            error: string;
+        };
         /** Header */
         Header: {
             name: string;
@@ -466,6 +498,8 @@ export interface components {
             codes: components["schemas"]["Code"][];
             /** @description Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive. */
             links: components["schemas"]["Link"][];
+            /** @description Spam score from SpamAssassin's spamd; null when EPHEMAIL_SPAMD is not set (or was not when the email was first read). Additive. */
+            spam: components["schemas"]["Spam"] | null;
             /** @description HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive. */
             html_check: components["schemas"]["HtmlCheck"] | null;
         };

@@ -4,6 +4,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
 import type { HtmlCheck } from '../../domain/html-check.ts';
+import type { SpamVerdict } from '../../domain/spam.ts';
 import type { AttachmentMeta, EmailFull } from '../../domain/message.ts';
 import type { EmailSummary, KeyRecord } from '../../store/store.ts';
 import type { Core } from '../../services/core.ts';
@@ -101,6 +102,22 @@ export const HtmlCheckSchema = Type.Object(
   { $id: 'HtmlCheck', title: 'HtmlCheck', description: 'HTML compatibility from the caniemail.com data (docs/sender-checks.md)' },
 );
 
+export const SpamSchema = Type.Union(
+  [
+    Type.Object({
+      score: Type.Number({ description: 'SpamAssassin\'s score', examples: [2.3] }),
+      threshold: Type.Number({ description: 'The score from which spamd calls it spam (its required_score)', examples: [5] }),
+      is_spam: Type.Boolean(),
+      rules: Type.Array(Type.Object({ name: Type.String({ examples: ['MISSING_DATE'] }), score: Type.Number(), description: Type.String() }), { description: 'The rules that hit, in spamd\'s order' }),
+      truncated: Type.Boolean({ description: 'Only the first 512 KiB of the message were sent to spamd' }),
+    }),
+    Type.Object({
+      error: Type.String({ description: '`spamd unreachable`, `spamd timed out`, or `spamd error: …`; kept with the email like a score (docs/sender-checks.md)', examples: ['spamd unreachable'] }),
+    }),
+  ],
+  { $id: 'Spam', title: 'Spam', description: 'SpamAssassin\'s verdict from the configured spamd (EPHEMAIL_SPAMD), or why there is none' },
+);
+
 export const HeaderSchema = Type.Object({ name: Type.String(), value: Type.String() }, { $id: 'Header', title: 'Header' });
 
 export const EmailFullSchema = Type.Object(
@@ -117,6 +134,7 @@ export const EmailFullSchema = Type.Object(
     raw_url: Type.String({ description: 'Address of the message as received (`GET /api/v1/emails/{id}/raw`, an .eml download). Additive.' }),
     codes: Type.Array(Type.Ref(CodeSchema), { description: 'Verification codes found in the subject, text and HTML, best first; [] when none (docs/extraction.md). Additive.' }),
     links: Type.Array(Type.Ref(LinkSchema), { description: 'Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive.' }),
+    spam: Nullable(Type.Ref(SpamSchema), 'Spam score from SpamAssassin\'s spamd; null when EPHEMAIL_SPAMD is not set (or was not when the email was first read). Additive.'),
     html_check: Nullable(Type.Ref(HtmlCheckSchema), 'HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive.'),
   },
   { $id: 'Email', title: 'Email' },
@@ -178,7 +196,7 @@ export const ErrorSchema = Type.Object(
   { $id: 'Error', title: 'Error' },
 );
 
-export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, CodeSchema, LinkSchema, HtmlCheckSchema, HeaderSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
+export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, CodeSchema, LinkSchema, HtmlCheckSchema, SpamSchema, HeaderSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
 
 export type WireSummary = Static<typeof EmailSummarySchema>;
 
@@ -281,8 +299,12 @@ export const toWireEmail = (core: Core, e: EmailFull) => Object.assign(toWireSum
   raw_url: rawUrl(core, e.id),
   codes: e.codes,
   links: e.links,
+  spam: e.spam && toWireSpam(e.spam),
   html_check: e.htmlCheck && toWireHtmlCheck(e.htmlCheck),
 });
+
+export const toWireSpam = (s: SpamVerdict) =>
+  'error' in s ? { error: s.error } : { score: s.score, threshold: s.threshold, is_spam: s.isSpam, rules: s.rules, truncated: s.truncated };
 
 export const toWireHtmlCheck = (c: HtmlCheck) => ({
   supported_percent: c.supportedPercent,
