@@ -63,12 +63,23 @@ describe('html_check', () => {
     const total = check.supported_percent + check.partial_percent + check.unsupported_percent;
     assert.ok(Math.abs(total - 100) < 0.2, `the shares add up to 100 (${total})`);
     assert.ok(check.unsupported_percent > 0 && check.supported_percent > 0 && check.supported_percent < 100);
+    // the email page: a Checks tab saying the same in words
+    const id = ((await (await svc.api(`/api/v1/inboxes/${to}/latest`)).json()) as { data: { id: string } }).data.id;
+    const page = await (await svc.api(`/inbox/${to}/${id}`)).text();
+    assert.match(page, /role="tab" id="tab-checks"/);
+    assert.match(page, /<h3>HTML compatibility<\/h3><p class="html-support"><strong>[\d.]+%<\/strong> supported/);
+    assert.match(page, />display:flex<\/a><\/strong><ul>.*<li>Outlook Windows: not supported/s);
+    assert.match(page, />&#60;style&#62; element<\/a>/);
   });
 
   test('a plain-text mail: null', async () => {
     const to = 'plain@ephemail.test';
     await svc.send({ to, subject: 'Plain', text: 'Just words.' });
     assert.equal(await full(to), null);
+    const id = ((await (await svc.api(`/api/v1/inboxes/${to}/latest`)).json()) as { data: { id: string; spam: unknown } }).data;
+    assert.equal(id.spam, null, 'no spamd configured: spam is null too');
+    const page = await (await svc.api(`/inbox/${to}/${id.id}`)).text();
+    assert.doesNotMatch(page, /tab-checks/, 'nothing to check: no Checks tab');
   });
 
   test('the OpenAPI document describes html_check', async () => {

@@ -52,6 +52,10 @@ describe('spam with a real spamd', { skip: spamdMissing && !ci ? spamdMissing : 
     const gtube = spam.rules!.find((r) => r.name === 'GTUBE');
     assert.deepEqual(gtube && { score: gtube.score, described: /Unsolicited Bulk Email/.test(gtube.description) }, { score: 1000, described: true });
     assert.equal(spam.truncated, false);
+    const id = ((await (await svc.api(`/api/v1/inboxes/${to}/latest`)).json()) as { data: { id: string } }).data.id;
+    const page = await (await svc.api(`/inbox/${to}/${id}`)).text();
+    assert.match(page, /<p class="spam-verdict"><strong>[\d.]+<\/strong> of 5\.0: SpamAssassin would call this spam/);
+    assert.match(page, /<code>GTUBE<\/code>/);
   });
 
   test('a plain message is not spam', async () => {
