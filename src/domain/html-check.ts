@@ -10,7 +10,7 @@ export const HTML_CHECK_MAX_CHARS = 128 * 1024;
 /** Time budget of one check (its worker is ended past it: the check then reads `over_budget`). */
 export const HTML_CHECK_BUDGET_MS = 5000;
 /** Caps of a result: notes per client, characters per note, features. */
-export const HTML_CHECK_CAPS = Object.freeze({ notes: 3, noteChars: 300, features: 200 });
+export const HTML_CHECK_CAPS = Object.freeze({ notes: 2, noteChars: 200, features: 100 });
 
 /** The clients checked: the major families (caniemail ids, `family.platform`). */
 export const HTML_CHECK_CLIENTS = Object.freeze([

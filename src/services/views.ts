@@ -113,7 +113,8 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
   let cachedChars = 0;
 
   const remember = (key: string, views: MessageViews) => {
-    const chars = (views.textBody?.length ?? 0) + (views.htmlBody?.length ?? 0) + views.agentBody.body.length + 2048;
+    const chars = (views.textBody?.length ?? 0) + (views.htmlBody?.length ?? 0) + views.agentBody.body.length + 2048 +
+      (views.htmlCheck?.features.length ?? 0) * 2048 + (views.spam && 'rules' in views.spam ? views.spam.rules.length * 256 : 0);
     if (chars > CACHE_MAX_ENTRY_CHARS) return;
     if (cachedChars + chars > CACHE_MAX_CHARS) {
       cache = new Map();

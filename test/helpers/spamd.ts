@@ -4,7 +4,7 @@
 // line, not a fixed time.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -76,3 +76,50 @@ export async function startSpamd(timeoutMs = 120_000): Promise<Spamd> {
     },
   };
 }
+
+/** A fake spamd: answers every request with `reply` (or never, when null), counting connections. */
+export async function fakeSpamd(reply: string | null): Promise<{ port: number; connections: number; server: Server }> {
+  const state = { port: 0, connections: 0, server: createServer({ allowHalfOpen: true }) }; // half-open: a client's end is not an answer
+  const sockets = new Set<Socket>();
+  state.server.on('connection', (s) => {
+    state.connections++;
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => undefined);
+    s.on('data', () => undefined);
+    s.on('end', () => {
+      if (reply !== null) s.end(reply);
+    });
+  });
+  state.server.on('close', () => sockets.forEach((s) => s.destroy()));
+  await new Promise<void>((ok) => state.server.listen(0, '127.0.0.1', ok));
+  state.port = (state.server.address() as { port: number }).port;
+  const close = state.server.close.bind(state.server);
+  state.server.close = ((cb?: (err?: Error) => void) => {
+    sockets.forEach((s) => s.destroy());
+    return close(cb);
+  }) as typeof state.server.close;
+  return state;
+}
+
+/** A REPORT reply as spamd writes it: a content preview (the sender's words) before the rules table. */
+export const FAKE_REPORT = [
+  'SPAMD/1.1 0 EX_OK',
+  'Content-length: 0',
+  'Spam: False ; 2.3 / 5.0',
+  '',
+  'Spam detection software, running on the system "x", has NOT identified this incoming email as spam.',
+  '',
+  'Content preview:  hello',
+  '   ----',
+  '   9.9 FORGED_RULE fake line in the preview',
+  '',
+  'Content analysis details:   (2.3 points, 5.0 required)',
+  '',
+  ' pts rule name              description',
+  '---- ---------------------- --------------------------------------------------',
+  ' 2.7 MISSING_DATE           Missing Date: header',
+  '-0.4 SOME_LONG_RULE         A description that goes on and on and wraps onto',
+  '                            the next line',
+  '',
+].join('\r\n');

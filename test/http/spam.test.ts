@@ -3,12 +3,12 @@
 // spamd is down, slow or not configured. Without spamd the real-spamd tests are skipped with the
 // reason, said loudly; under CI=true that is a failure.
 import assert from 'node:assert/strict';
-import { createServer, type Server, type Socket } from 'node:net';
+import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { checkSpam, parseReply } from '../../src/services/spamd.ts';
 import { captureLog } from '../helpers/log.ts';
 import { startService, type TestService } from '../helpers/service.ts';
-import { freePort, spamdMissing, startSpamd, type Spamd } from '../helpers/spamd.ts';
+import { FAKE_REPORT as REPORT, fakeSpamd, freePort, spamdMissing, startSpamd, type Spamd } from '../helpers/spamd.ts';
 
 const ci = process.env.CI === 'true' || process.env.CI === '1';
 if (spamdMissing) console.error(`\n# REAL SPAMD TESTS ${ci ? 'CANNOT RUN' : 'SKIPPED'}: ${spamdMissing}\n`);
@@ -69,51 +69,7 @@ describe('spam with a real spamd', { skip: spamdMissing && !ci ? spamdMissing : 
   });
 });
 
-/** A fake spamd: answers every request with `reply` (or never, when null), counting connections. */
-async function fakeSpamd(reply: string | null): Promise<{ port: number; connections: number; server: Server }> {
-  const state = { port: 0, connections: 0, server: createServer({ allowHalfOpen: true }) }; // half-open: a client's end is not an answer
-  const sockets = new Set<Socket>();
-  state.server.on('connection', (s) => {
-    state.connections++;
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-    s.on('error', () => undefined);
-    s.on('data', () => undefined);
-    s.on('end', () => {
-      if (reply !== null) s.end(reply);
-    });
-  });
-  state.server.on('close', () => sockets.forEach((s) => s.destroy()));
-  await new Promise<void>((ok) => state.server.listen(0, '127.0.0.1', ok));
-  state.port = (state.server.address() as { port: number }).port;
-  const close = state.server.close.bind(state.server);
-  state.server.close = ((cb?: (err?: Error) => void) => {
-    sockets.forEach((s) => s.destroy());
-    return close(cb);
-  }) as typeof state.server.close;
-  return state;
-}
 
-const REPORT = [
-  'SPAMD/1.1 0 EX_OK',
-  'Content-length: 0',
-  'Spam: False ; 2.3 / 5.0',
-  '',
-  'Spam detection software, running on the system "x", has NOT identified this incoming email as spam.',
-  '',
-  'Content preview:  hello',
-  '   ----',
-  '   9.9 FORGED_RULE fake line in the preview',
-  '',
-  'Content analysis details:   (2.3 points, 5.0 required)',
-  '',
-  ' pts rule name              description',
-  '---- ---------------------- --------------------------------------------------',
-  ' 2.7 MISSING_DATE           Missing Date: header',
-  '-0.4 SOME_LONG_RULE         A description that goes on and on and wraps onto',
-  '                            the next line',
-  '',
-].join('\r\n');
 
 describe('spam without a real spamd', () => {
   test('REPORT is parsed: verdict, threshold, rules with wrapped descriptions; the sender\'s preview never adds a rule', () => {

@@ -387,7 +387,7 @@ export interface components {
             partial_percent: number;
             /** @description Share of those pairs not supported */
             unsupported_percent: number;
-            /** @description Features the HTML uses that at least one checked client does not fully support, most clients affected first */
+            /** @description Features the HTML uses that at least one checked client does not fully support, most clients affected first (at most 100) */
             features: {
                 /**
                  * @description caniemail.com title, e.g. `<style> element`, `display:flex`
@@ -406,7 +406,7 @@ export interface components {
                     /** @example Outlook Windows */
                     name: string;
                     support: "none" | "partial";
-                    /** @description caniemail.com notes (at most 3) */
+                    /** @description caniemail.com notes (at most 2, each at most 200 characters) */
                     notes: string[];
                 }[];
             }[];
