@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { checkHtml } from '../../src/domain/html-check-run.ts';
 import { HTML_CHECK_MAX_CHARS } from '../../src/domain/html-check.ts';
+import { deriveViews } from '../../src/smtp/parse.ts';
 import { createParsePool } from '../../src/smtp/parse-pool.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 
@@ -90,6 +91,17 @@ describe('html_check', () => {
 });
 
 describe('html_check bounds', () => {
+  test('views derived without their HTML (its budget ran out) say so instead of null; with HTML, the source goes to the check cut past the cap', async () => {
+    const raw = new TextEncoder().encode(`From: a@b.test\r\nTo: c@ephemail.test\r\nSubject: x\r\nContent-Type: text/html\r\n\r\n${NEWSLETTER}${'<p>x</p>'.repeat(20_000)}\r\n`);
+    const limits = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };
+    const without = await deriveViews(raw, limits, { html: false });
+    assert.equal(without.views.htmlCheck?.error, 'html_over_budget');
+    assert.equal(without.htmlSource, undefined);
+    const withHtml = await deriveViews(raw, limits, { html: true });
+    assert.equal(withHtml.htmlSource?.length, HTML_CHECK_MAX_CHARS + 1, 'one character past the cap: the check knows it was cut');
+    assert.match(withHtml.htmlSource ?? '', /<style>/, 'the HTML as sent, not the sanitized one');
+  });
+
   test('HTML past the cap is checked up to the cap and says so; the time stays small', () => {
     const html = `<html><head><style>.a{display:flex}</style></head><body>${'<p class="a">x</p>\n'.repeat(20_000)}</body></html>`;
     assert.ok(html.length > HTML_CHECK_MAX_CHARS);
