@@ -78,9 +78,19 @@ if (files.some((f) => /[\\/]test[\\/]client[\\/]python\.test\.ts$/.test(f))) {
     ]);
   }
 }
+// The spam score's tests (test/http/spam.test.ts) run a real SpamAssassin spamd: checked when they are to run.
+if (files.some((f) => /[\\/]test[\\/]http[\\/]spam\.test\.ts$/.test(f))) {
+  const spamd = process.env.EPHEMAIL_SPAMD_BIN || ['/usr/sbin/spamd', '/usr/bin/spamd'].find((p) => existsSync(p));
+  if (!spamd) {
+    missing.push([
+      'NO SPAMD: the real-spamd tests of test/http/spam.test.ts (GTUBE is spam, a plain message is not) are SKIPPED.',
+      'Install it: apt-get install -y spamassassin (Debian; it brings spamd), or EPHEMAIL_SPAMD_BIN=<path>',
+    ]);
+  }
+}
 for (const m of missing) loud(m);
 if (missing.length && ci) {
-  console.error('CI=true: a missing Redis, corpus or Python test runner is a failure.');
+  console.error('CI=true: a missing Redis, corpus, Python test runner or spamd is a failure.');
   process.exit(1);
 }
 // Run after the others, alone: files that load the whole machine (the packed install), and files

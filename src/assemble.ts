@@ -102,7 +102,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     log,
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits, clock }),
     domains,
-    views: createViewService(store, config, log, { onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
+    views: createViewService(store, config, log, { spamd: config.spamd, onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
     webhooks: createWebhookService({ store, config, domains, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
     metrics,
     baseUrl,

@@ -57,6 +57,8 @@ export interface Config {
   sessionSecret: string | null;
   /** The admin API's bearer token (/api/v1/admin/); null: the admin API is off (every path 404). */
   adminToken: string | null;
+  /** A SpamAssassin spamd to score mail with (docs/sender-checks.md); null: no spam scores (`spam: null`). */
+  spamd: { host: string; port: number } | null;
   /** Largest attachment kept, in decoded bytes (spec: 5 MB). */
   maxAttachmentBytes: number;
   maxAttachments: number;
@@ -108,6 +110,7 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT', type: 'integer', default: '64', meaning: 'webhook deliveries one node runs at once', of: (c) => c.webhooks.maxInFlight },
   { name: 'EPHEMAIL_SESSION_SECRET', type: 'secret', default: 'random per process', meaning: 'signs MCP session ids (at least 32 bytes)' },
   { name: 'EPHEMAIL_ADMIN_TOKEN', type: 'secret', default: 'unset', meaning: 'turns the admin API on; its bearer token (at least 32 characters)' },
+  { name: 'EPHEMAIL_SPAMD', type: 'string', default: 'unset', meaning: 'host:port of a SpamAssassin spamd: the full email gets a spam score' },
 ]);
 
 /** The store setting without credentials, for logs and the banner. */
@@ -204,6 +207,16 @@ function sessionSecret(env: Env): string | null {
 }
 
 /** The admin token: at least 32 characters, or none (the admin API is off). */
+/** EPHEMAIL_SPAMD: `host:port` (an IPv6 address in brackets), or unset. */
+function spamd(env: Env): { host: string; port: number } | null {
+  const raw = env.EPHEMAIL_SPAMD?.trim();
+  if (!raw) return null;
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(raw);
+  const port = m ? Number(m[3]) : 0;
+  if (!m || port < 1 || port > 65535) throw new ConfigError('EPHEMAIL_SPAMD', raw, 'host:port of a spamd ([ipv6]:port for IPv6), or unset');
+  return { host: m[1] ?? m[2], port };
+}
+
 function adminToken(env: Env): string | null {
   const v = env.EPHEMAIL_ADMIN_TOKEN?.trim();
   if (!v) return null;
@@ -285,6 +298,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     sessionSecret: sessionSecret(env),
     adminToken: adminToken(env),
+    spamd: spamd(env),
     maxAttachmentBytes: 5 * 1024 * 1024,
     maxAttachments: 100,
   });

@@ -4,6 +4,8 @@
 import type { EmailSummary } from '../store/store.ts';
 import type { CodeCandidate } from './extract/codes.ts';
 import type { EmailLink } from './extract/links.ts';
+import type { HtmlCheck } from './html-check.ts';
+import type { SpamVerdict } from './spam.ts';
 
 export interface HeaderField {
   name: string;
@@ -48,7 +50,14 @@ export interface MessageViews {
   /** Links, the main action first (docs/extraction.md). */
   links: EmailLink[];
   outcome: DerivationOutcome;
+  /** HTML compatibility (domain/html-check.ts); null without an HTML part; absent in fallbacks (= null). */
+  htmlCheck?: HtmlCheck | null;
+  /** spamd's verdict (services/spamd.ts), made as the views were derived; null/absent when no spamd is configured. */
+  spam?: SpamVerdict | null;
 }
 
 /** A whole email: its row and its message's views. */
-export interface EmailFull extends EmailSummary, Omit<MessageViews, 'version' | 'outcome'> {}
+export interface EmailFull extends EmailSummary, Omit<MessageViews, 'version' | 'outcome' | 'htmlCheck' | 'spam'> {
+  htmlCheck: HtmlCheck | null;
+  spam: SpamVerdict | null;
+}

@@ -240,6 +240,7 @@ export async function getEmail(core: Core, id: string, reader?: Reader): Promise
     hasAttachments: r.hasAttachments, receivedAt: r.receivedAt, expiresAt: r.expiresAt,
     to: v.to, cc: v.cc, messageId: v.messageId, headers: v.headers, textBody: v.textBody, htmlBody: v.htmlBody,
     attachments: v.attachments, attachmentsDropped: v.attachmentsDropped, agentBody: v.agentBody, codes: v.codes, links: v.links,
+    htmlCheck: v.htmlCheck ?? null, spam: v.spam ?? null,
   };
 }
 

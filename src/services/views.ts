@@ -5,10 +5,12 @@
 // workers first is derive-queue.ts's: readers before lists before background work, callers in turn.
 import type { Logger } from 'pino';
 import { ipBuckets } from '../domain/limits.ts';
+import { HTML_CHECK_BUDGET_MS, HTML_CHECK_MAX_CHARS, htmlCheckError, type HtmlCheck } from '../domain/html-check.ts';
 import type { MessageViews } from '../domain/message.ts';
 import { BudgetExceededError, createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import { minimalViews, VIEWS_VERSION, type DerivedMessage, type ParseLimits } from '../smtp/parse.ts';
 import type { Store } from '../store/store.ts';
+import { checkSpam, type SpamdTarget, type SpamVerdict } from './spamd.ts';
 import { createDeriveQueue, type Priority } from './derive-queue.ts';
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
@@ -88,10 +90,17 @@ export interface ViewServiceOptions {
   onDerived?: (seconds: number, outcome: string) => void;
   /** The budget of a message of this many bytes (default deriveBudgetMs; tests shorten it). */
   budgetMs?: (bytes: number) => number;
+  /** The spamd that scores each message as its views are derived (services/spamd.ts); null/absent: `spam` stays null. */
+  spamd?: SpamdTarget | null;
+  /** The spamd exchange's budget (default SPAM_TIMEOUT_MS; tests shorten it). */
+  spamTimeoutMs?: number;
+  /** The budget of an HTML compatibility check (default HTML_CHECK_BUDGET_MS; tests shorten it). */
+  htmlCheckBudgetMs?: number;
 }
 
 export function createViewService(store: Store, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
   // its own workers: a long derivation never delays the summaries the 250 waits for
+  const spamd = options.spamd ?? null;
   const pool = options.pool ?? createParsePool({ workers: WORKERS, warn: (msg, err) => log.warn({ err }, msg) });
   const queue = createDeriveQueue({ slots: WORKERS });
   /** Derivations under way (waiting or running), one per message: later readers share it and may promote it. */
@@ -104,7 +113,8 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
   let cachedChars = 0;
 
   const remember = (key: string, views: MessageViews) => {
-    const chars = (views.textBody?.length ?? 0) + (views.htmlBody?.length ?? 0) + views.agentBody.body.length + 2048;
+    const chars = (views.textBody?.length ?? 0) + (views.htmlBody?.length ?? 0) + views.agentBody.body.length + 2048 +
+      (views.htmlCheck?.features.length ?? 0) * 2048 + (views.spam && 'rules' in views.spam ? views.spam.rules.length * 256 : 0);
     if (chars > CACHE_MAX_ENTRY_CHARS) return;
     if (cachedChars + chars > CACHE_MAX_CHARS) {
       cache = new Map();
@@ -136,6 +146,25 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
     }
   }
 
+  /** The spam score of a message; spamd down or slow gives a SpamError and a log line. */
+  async function scoreSpam(target: SpamdTarget, raw: Uint8Array): Promise<SpamVerdict> {
+    const verdict = await checkSpam(target, raw, options.spamTimeoutMs);
+    if ('error' in verdict) log.warn({ spamd: `${target.host}:${target.port}`, error: verdict.error }, 'a spam score could not be made; the email reads spam.error');
+    return verdict;
+  }
+
+  /** The HTML compatibility of `html` (domain/html-check.ts), on a worker within its own budget. */
+  async function checkHtml(html: string): Promise<HtmlCheck> {
+    const truncated = html.length > HTML_CHECK_MAX_CHARS;
+    try {
+      return await pool.run('htmlcheck', new TextEncoder().encode(html), limits, { budgetMs: options.htmlCheckBudgetMs ?? HTML_CHECK_BUDGET_MS });
+    } catch (err) {
+      const over = err instanceof BudgetExceededError;
+      log.warn({ err: over ? undefined : err, chars: html.length }, over ? 'an HTML compatibility check ran out of time' : 'an HTML compatibility check failed');
+      return htmlCheckError(over ? 'over_budget' : 'failed', truncated);
+    }
+  }
+
   /** Derives the views of a message from its raw bytes and keeps them (on a worker the queue gave). */
   async function deriveAndKeep(key: string): Promise<MessageViews | null> {
     pool.warm(WORKERS); // derivations have begun: the next one finds its worker started, not starting
@@ -144,8 +173,12 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
     const raw = await collect(src.chunks, src.sizeBytes);
     if (!raw) return null; // freed while it was read
     const started = performance.now();
-    const { views, parts } = await derive(raw);
+    // spamd reads the raw message while a worker parses it: the first read waits for the slower one
+    const spam = spamd ? scoreSpam(spamd, raw) : null;
+    const { views, parts, htmlSource } = await derive(raw);
     options.onDerived?.((performance.now() - started) / 1000, views.outcome);
+    if (htmlSource !== undefined) views.htmlCheck = await checkHtml(htmlSource);
+    views.spam = spam && (await spam);
     // kept in the background: the reader does not wait for the commit (the cache answers meanwhile)
     const write = store.putViews(key, JSON.stringify(views), parts)
       .catch((err) => log.warn({ err }, 'derived views could not be kept; they will be derived again'))

@@ -6,6 +6,7 @@
 // whose workers cannot start at all works on the main thread instead.
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import type { HtmlCheck } from '../domain/html-check.ts';
 import type { DerivedMessage, DeriveOptions, MessageSummary, ParseLimits } from './parse.ts';
 
 // The parser (postal-mime, sanitize-html, html-to-text) is loaded on first use: in the main thread
@@ -14,11 +15,22 @@ import type { DerivedMessage, DeriveOptions, MessageSummary, ParseLimits } from 
 let parser: Promise<typeof import('./parse.ts')> | null = null;
 const loadParser = () => (parser ??= import('./parse.ts'));
 
-/** The operations a worker runs. */
-export type Op = 'summarize' | 'derive' | 'fallback';
-type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : DerivedMessage;
+// The HTML compatibility check (caniemail's data) is loaded on first use too, in the worker.
+let htmlChecker: Promise<typeof import('../domain/html-check-run.ts')> | null = null;
+const loadHtmlChecker = () => (htmlChecker ??= import('../domain/html-check-run.ts'));
 
-function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: DeriveOptions): Promise<MessageSummary | DerivedMessage> {
+/** The operations a worker runs; `htmlcheck` takes the HTML (UTF-8) instead of a message. */
+export type Op = 'summarize' | 'derive' | 'fallback' | 'htmlcheck';
+type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : O extends 'htmlcheck' ? HtmlCheck : DerivedMessage;
+type AnyResult = MessageSummary | DerivedMessage | HtmlCheck;
+
+function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: DeriveOptions): Promise<AnyResult> {
+  if (op === 'htmlcheck') {
+    return loadHtmlChecker().then((m) => {
+      const html = new TextDecoder('utf-8', { fatal: false }).decode(raw);
+      return m.checkHtml(html.slice(0, m.HTML_CHECK_MAX_CHARS), html.length > m.HTML_CHECK_MAX_CHARS);
+    });
+  }
   return loadParser().then((m): Promise<MessageSummary | DerivedMessage> =>
     op === 'summarize' ? m.summarize(raw, limits) : op === 'derive' ? m.deriveViews(raw, limits, options) : m.fallbackViews(raw, 'parse_over_budget'));
 }
@@ -51,7 +63,7 @@ interface Task {
   limits: ParseLimits;
   options: DeriveOptions;
 }
-type Result = { id: number; value: MessageSummary | DerivedMessage } | { id: number; error: string };
+type Result = { id: number; value: AnyResult } | { id: number; error: string };
 // Messages travel in batches (one postMessage per turn of the event loop, each way): a post costs
 // more than the copy of a small message.
 type Reply = { results: Result[] } | { ready: true } | { fatal: string };
@@ -64,9 +76,9 @@ const WORKER_FLAG = 'ephemailParseWorker';
 const STUCK_MS = 60_000;
 
 /** Every distinct ArrayBuffer behind the bytes of a result (transferred back, not copied). */
-function transferables(v: MessageSummary | DerivedMessage): ArrayBuffer[] {
+function transferables(v: AnyResult): ArrayBuffer[] {
   const seen = new Set<ArrayBuffer>();
-  const bufs = 'parts' in v ? v.parts : [v.raw];
+  const bufs = 'parts' in v ? v.parts : 'raw' in v ? [v.raw] : [];
   for (const u of bufs) if (u.buffer instanceof ArrayBuffer && u.buffer.byteLength > 0) seen.add(u.buffer);
   return [...seen];
 }
@@ -113,7 +125,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   interface Slot {
     worker: Worker;
     ready: boolean;
-    inflight: Map<number, { resolve: (p: MessageSummary | DerivedMessage) => void; reject: (e: Error) => void; since: number; budgetMs?: number }>;
+    inflight: Map<number, { resolve: (p: AnyResult) => void; reject: (e: Error) => void; since: number; budgetMs?: number }>;
     outbox: Task[];
     transfer: ArrayBuffer[];
     overBudget?: boolean;

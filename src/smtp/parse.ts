@@ -5,6 +5,7 @@
 import PostalMime, { decodeWords } from 'postal-mime';
 import type { Attachment as PmAttachment, Email as PmEmail } from 'postal-mime';
 import { sanitizeEmailHtml } from '../domain/html.ts';
+import { HTML_CHECK_MAX_CHARS, htmlCheckError } from '../domain/html-check.ts';
 import type { AttachmentMeta, MessageViews } from '../domain/message.ts';
 import { cutOversizedParts, REMOVED_MARK, simpleLeaves, type Leaf } from '../domain/mime-cut.ts';
 import { searchForm, SEARCH_TEXT_MAX_CHARS } from '../domain/search.ts';
@@ -14,7 +15,7 @@ import { BODY_MAX_CHARS, renderBody } from '../mcp/body.ts';
 import { cut, normaliseNewlines } from '../mcp/untrusted.ts';
 
 /** Bumped whenever deriveViews() changes what it produces: stored views of older versions are derived again. */
-export const VIEWS_VERSION = 3;
+export const VIEWS_VERSION = 4;
 
 export interface ParseLimits {
   maxAttachmentBytes: number;
@@ -35,6 +36,11 @@ export interface MessageSummary {
 export interface DerivedMessage {
   views: MessageViews;
   parts: Uint8Array[];
+  /**
+   * The HTML part as the sender wrote it (before sanitizing), cut just past HTML_CHECK_MAX_CHARS, for
+   * the compatibility check views.ts runs next on a worker of its own budget; absent without HTML.
+   */
+  htmlSource?: string;
 }
 
 /** Summary fields are cut at this many characters (docs/decisions.md "Caps"): lists stay small. */
@@ -333,8 +339,10 @@ function viewsOf(email: PmEmail, limits: ParseLimits, options: DeriveOptions): D
     codes: extractCodes({ subject, text: textBody, htmlText }),
     links: extractLinks({ html: htmlBody, text: textBody, listUnsubscribe: headerValue(email, 'list-unsubscribe') || null }),
     outcome: options.html || email.html == null ? 'ok' : 'html_over_budget',
+    // filled in by views.ts from htmlSource; without the HTML (its budget ran out) there is nothing to check
+    htmlCheck: email.html == null ? null : options.html ? null : htmlCheckError('html_over_budget'),
   };
-  return { views, parts };
+  return html == null ? { views, parts } : { views, parts, htmlSource: html.slice(0, HTML_CHECK_MAX_CHARS + 1) };
 }
 
 /** Text of HTML without parsing it: tags and comments dropped, a few entities decoded, one pass. */

@@ -134,6 +134,37 @@ function linkList(e: EmailFull): string {
   return `<p class="muted">Links found in this email (written by the sender: check where they go before you open them).</p><ul class="links">${items}</ul>`;
 }
 
+const SUPPORT_WORD: Record<string, string> = { none: 'not supported', partial: 'partly supported' };
+
+/**
+ * The sender checks (docs/sender-checks.md): spamd's score and the HTML compatibility, in plain
+ * words; '' when the email has neither (no spamd configured, no HTML part).
+ */
+function senderChecks(e: EmailFull): string {
+  let out = '';
+  if (e.spam) {
+    if ('error' in e.spam) out += `<section class="check spam-check"><h3>Spam score</h3><p class="muted">No score: ${esc(e.spam.error)}.</p></section>`;
+    else {
+      const s = e.spam;
+      const rules = s.rules.map((r) => `<tr><td class="num">${esc(r.score.toFixed(1))}</td><th scope="row"><code>${esc(r.name)}</code></th><td>${esc(r.description)}</td></tr>`).join('');
+      out += `<section class="check spam-check"><h3>Spam score</h3><p class="spam-verdict"><strong>${esc(s.score.toFixed(1))}</strong> of ${esc(s.threshold.toFixed(1))}: ${s.isSpam ? 'SpamAssassin would call this spam' : 'not spam by SpamAssassin'}${s.truncated ? ' <span class="muted">(first 512 KiB checked)</span>' : ''}</p>${rules ? `<div class="table-wrap"><table class="spam-rules"><thead><tr><th>Points</th><th>Rule</th><th>Meaning</th></tr></thead><tbody>${rules}</tbody></table></div>` : ''}</section>`;
+    }
+  }
+  if (e.htmlCheck) {
+    const c = e.htmlCheck;
+    if (c.error) out += `<section class="check html-check"><h3>HTML compatibility</h3><p class="muted">Not checked: ${esc(c.error.replace(/_/g, ' '))}.</p></section>`;
+    else {
+      const items = c.features.map((f) => {
+        const clients = f.clients.map((cl) => `<li>${esc(cl.name)}: ${SUPPORT_WORD[cl.support]}${cl.notes.length ? ` <span class="muted">(${esc(cl.notes.join(' '))})</span>` : ''}</li>`).join('');
+        const title = f.url ? `<a href="${esc(f.url)}" target="_blank" rel="noopener noreferrer">${esc(f.feature)}</a>` : esc(f.feature);
+        return `<li><strong class="feature">${title}</strong><ul>${clients}</ul></li>`;
+      }).join('');
+      out += `<section class="check html-check"><h3>HTML compatibility</h3><p class="html-support"><strong>${esc(String(c.supportedPercent))}%</strong> supported, ${esc(String(c.partialPercent))}% partly, ${esc(String(c.unsupportedPercent))}% not, across Gmail, Outlook, Apple Mail and Yahoo (data: caniemail.com)${c.truncated ? ' <span class="muted">(first 128 KiB checked)</span>' : ''}</p>${items ? `<ul class="html-features">${items}</ul>` : '<p class="muted">Every feature this HTML uses works in all of them.</p>'}</section>`;
+    }
+  }
+  return out;
+}
+
 /** A header value with its encoded words decoded; as received when it has none or they are broken. */
 function decodeHeader(value: string): string {
   if (!value.includes('=?')) return value;
@@ -160,6 +191,7 @@ export function emailPage(assets: Assets, e: EmailFull): string {
     const decoded = decodeHeader(h.value);
     return `<tr><th scope="row">${esc(h.name)}</th><td><span class="hv-decoded">${esc(decoded)}</span><span class="hv-raw" hidden>${esc(h.value)}</span></td></tr>`;
   }).join('');
+  const checks = senderChecks(e);
   const body = `<nav class="crumbs"><a id="back" href="${esc(inboxPath(e.address))}">← ${esc(e.address)}</a></nav>
 <article class="email">
 <h1 class="subject">${e.subject ? esc(e.subject) : '<span class="muted">(no subject)</span>'}</h1>
@@ -174,7 +206,7 @@ ${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${u
 ${extracted(e)}
 <div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/web/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
 ${attachments}
-<div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('links', `Links (${e.links.length})`)}${tab('source', 'Source')}</div>
+<div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('links', `Links (${e.links.length})`)}${checks ? tab('checks', 'Checks') : ''}${tab('source', 'Source')}</div>
 ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html" class="panel"${first === 'html' ? '' : ' hidden'}>
 <div class="frame-bar">${hasRemoteContent(e.htmlBody ?? '')
     ? '<span class="muted">Shown isolated: no scripts, no forms. Remote images are blocked so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button>'
@@ -192,6 +224,9 @@ ${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkif
 <section id="panel-links" role="tabpanel" aria-labelledby="tab-links" class="panel" hidden>
 ${linkList(e)}
 </section>
+${checks ? `<section id="panel-checks" role="tabpanel" aria-labelledby="tab-checks" class="panel" hidden>
+${checks}
+</section>` : ''}
 <section id="panel-source" role="tabpanel" aria-labelledby="tab-source" class="panel" hidden>
 <p class="muted">The message as received (parts over 5 MB are cut out of the stored copy).</p>
 <pre class="text-body" id="source-body" aria-live="polite">Loading…</pre>

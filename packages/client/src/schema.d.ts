@@ -412,6 +412,79 @@ export interface components {
             /** @description The real target when a click-tracking redirect carries it in its own URL (AWS SES awstrack.me, ?url=, ?redirect=, ?u=); null otherwise */
             destination: string | null;
         };
+        /**
+         * HtmlCheck
+         * @description HTML compatibility from the caniemail.com data (docs/sender-checks.md)
+         */
+        HtmlCheck: {
+            /** @description Share of the (feature found × client checked) pairs that are supported, in percent, as Mailpit totals it (over the features listed) */
+            supported_percent: number;
+            /** @description Share of those pairs only partly supported */
+            partial_percent: number;
+            /** @description Share of those pairs not supported */
+            unsupported_percent: number;
+            /** @description Features the HTML uses that at least one checked client does not fully support, most clients affected first (at most 100) */
+            features: {
+                /**
+                 * @description caniemail.com title, e.g. `<style> element`, `display:flex`
+                 * @example display:flex
+                 */
+                feature: string;
+                /** @description Its caniemail.com page */
+                url: string | null;
+                /** @description The checked clients that do not, or only partly, support it */
+                clients: {
+                    /**
+                     * @description caniemail id, `family.platform`
+                     * @example outlook.windows
+                     */
+                    client: string;
+                    /** @example Outlook Windows */
+                    name: string;
+                    support: "none" | "partial";
+                    /** @description caniemail.com notes (at most 2, each at most 200 characters) */
+                    notes: string[];
+                }[];
+            }[];
+            /** @description Gmail, Outlook (desktop, web, mobile), Apple Mail and Yahoo platforms, as caniemail ids */
+            clients_checked: string[];
+            /** @description Only the first 131,072 characters of the HTML were checked */
+            truncated: boolean;
+            /** @description Why there is no result: `over_budget` (the check ran out of time), `html_over_budget` (the HTML itself was not derived), `failed`; null when checked */
+            error: string | null;
+        };
+        /**
+         * Spam
+         * @description SpamAssassin's verdict from the configured spamd (EPHEMAIL_SPAMD), or why there is none
+         */
+        Spam: {
+            /**
+             * @description SpamAssassin's score
+             * @example 2.3
+             */
+            score: number;
+            /**
+             * @description The score from which spamd calls it spam (its required_score)
+             * @example 5
+             */
+            threshold: number;
+            is_spam: boolean;
+            /** @description The rules that hit, in spamd's order */
+            rules: {
+                /** @example MISSING_DATE */
+                name: string;
+                score: number;
+                description: string;
+            }[];
+            /** @description Only the first 512 KiB of the message were sent to spamd */
+            truncated: boolean;
+        } | {
+            /**
+             * @description `spamd unreachable`, `spamd timed out`, or `spamd error: …`; kept with the email like a score (docs/sender-checks.md)
+             * @example spamd unreachable
+             */
+            error: string;
+        };
         /** Header */
         Header: {
             name: string;
@@ -461,6 +534,10 @@ export interface components {
             codes: components["schemas"]["Code"][];
             /** @description Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive. */
             links: components["schemas"]["Link"][];
+            /** @description Spam score from SpamAssassin's spamd; null when EPHEMAIL_SPAMD is not set (or was not when the email was first read). Additive. */
+            spam: components["schemas"]["Spam"] | null;
+            /** @description HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive. */
+            html_check: components["schemas"]["HtmlCheck"] | null;
         };
         /** ApiKey */
         ApiKey: {

@@ -3,6 +3,8 @@
 // its snake_case wire form.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
+import type { HtmlCheck } from '../../domain/html-check.ts';
+import type { SpamVerdict } from '../../domain/spam.ts';
 import type { AttachmentMeta, EmailFull } from '../../domain/message.ts';
 import type { EmailSummary, KeyRecord } from '../../store/store.ts';
 import type { Core } from '../../services/core.ts';
@@ -75,6 +77,47 @@ export const LinkSchema = Type.Object(
   { $id: 'Link', title: 'Link' },
 );
 
+export const HtmlCheckSchema = Type.Object(
+  {
+    supported_percent: Type.Number({ description: 'Share of the (feature found × client checked) pairs that are supported, in percent, as Mailpit totals it (over the features listed)' }),
+    partial_percent: Type.Number({ description: 'Share of those pairs only partly supported' }),
+    unsupported_percent: Type.Number({ description: 'Share of those pairs not supported' }),
+    features: Type.Array(
+      Type.Object({
+        feature: Type.String({ description: 'caniemail.com title, e.g. `<style> element`, `display:flex`', examples: ['display:flex'] }),
+        url: Nullable(Type.String(), 'Its caniemail.com page'),
+        clients: Type.Array(Type.Object({
+          client: Type.String({ description: 'caniemail id, `family.platform`', examples: ['outlook.windows'] }),
+          name: Type.String({ examples: ['Outlook Windows'] }),
+          support: Type.Union([Type.Literal('none'), Type.Literal('partial')]),
+          notes: Type.Array(Type.String(), { description: 'caniemail.com notes (at most 2, each at most 200 characters)' }),
+        }), { description: 'The checked clients that do not, or only partly, support it' }),
+      }),
+      { description: 'Features the HTML uses that at least one checked client does not fully support, most clients affected first (at most 100)' },
+    ),
+    clients_checked: Type.Array(Type.String(), { description: 'Gmail, Outlook (desktop, web, mobile), Apple Mail and Yahoo platforms, as caniemail ids' }),
+    truncated: Type.Boolean({ description: 'Only the first 131,072 characters of the HTML were checked' }),
+    error: Nullable(Type.String(), 'Why there is no result: `over_budget` (the check ran out of time), `html_over_budget` (the HTML itself was not derived), `failed`; null when checked'),
+  },
+  { $id: 'HtmlCheck', title: 'HtmlCheck', description: 'HTML compatibility from the caniemail.com data (docs/sender-checks.md)' },
+);
+
+export const SpamSchema = Type.Union(
+  [
+    Type.Object({
+      score: Type.Number({ description: 'SpamAssassin\'s score', examples: [2.3] }),
+      threshold: Type.Number({ description: 'The score from which spamd calls it spam (its required_score)', examples: [5] }),
+      is_spam: Type.Boolean(),
+      rules: Type.Array(Type.Object({ name: Type.String({ examples: ['MISSING_DATE'] }), score: Type.Number(), description: Type.String() }), { description: 'The rules that hit, in spamd\'s order' }),
+      truncated: Type.Boolean({ description: 'Only the first 512 KiB of the message were sent to spamd' }),
+    }),
+    Type.Object({
+      error: Type.String({ description: '`spamd unreachable`, `spamd timed out`, or `spamd error: …`; kept with the email like a score (docs/sender-checks.md)', examples: ['spamd unreachable'] }),
+    }),
+  ],
+  { $id: 'Spam', title: 'Spam', description: 'SpamAssassin\'s verdict from the configured spamd (EPHEMAIL_SPAMD), or why there is none' },
+);
+
 export const HeaderSchema = Type.Object({ name: Type.String(), value: Type.String() }, { $id: 'Header', title: 'Header' });
 
 export const EmailFullSchema = Type.Object(
@@ -91,6 +134,8 @@ export const EmailFullSchema = Type.Object(
     raw_url: Type.String({ description: 'Address of the message as received (`GET /api/v1/emails/{id}/raw`, an .eml download). Additive.' }),
     codes: Type.Array(Type.Ref(CodeSchema), { description: 'Verification codes found in the subject, text and HTML, best first; [] when none (docs/extraction.md). Additive.' }),
     links: Type.Array(Type.Ref(LinkSchema), { description: 'Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive.' }),
+    spam: Nullable(Type.Ref(SpamSchema), 'Spam score from SpamAssassin\'s spamd; null when EPHEMAIL_SPAMD is not set (or was not when the email was first read). Additive.'),
+    html_check: Nullable(Type.Ref(HtmlCheckSchema), 'HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive.'),
   },
   { $id: 'Email', title: 'Email' },
 );
@@ -151,7 +196,7 @@ export const ErrorSchema = Type.Object(
   { $id: 'Error', title: 'Error' },
 );
 
-export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, CodeSchema, LinkSchema, HeaderSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
+export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, CodeSchema, LinkSchema, HtmlCheckSchema, SpamSchema, HeaderSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
 
 export type WireSummary = Static<typeof EmailSummarySchema>;
 
@@ -254,6 +299,21 @@ export const toWireEmail = (core: Core, e: EmailFull) => Object.assign(toWireSum
   raw_url: rawUrl(core, e.id),
   codes: e.codes,
   links: e.links,
+  spam: e.spam && toWireSpam(e.spam),
+  html_check: e.htmlCheck && toWireHtmlCheck(e.htmlCheck),
+});
+
+export const toWireSpam = (s: SpamVerdict) =>
+  'error' in s ? { error: s.error } : { score: s.score, threshold: s.threshold, is_spam: s.isSpam, rules: s.rules, truncated: s.truncated };
+
+export const toWireHtmlCheck = (c: HtmlCheck) => ({
+  supported_percent: c.supportedPercent,
+  partial_percent: c.partialPercent,
+  unsupported_percent: c.unsupportedPercent,
+  features: c.features,
+  clients_checked: c.clientsChecked,
+  truncated: c.truncated,
+  error: c.error,
 });
 
 export const toWireLimits = (l: { perMinute: number; perDay: number }, concurrentWaits: number) => ({
