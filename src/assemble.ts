@@ -14,6 +14,7 @@ import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
 import type { Core } from './services/core.ts';
 import { createDomainRegistry } from './services/domains.ts';
+import { createAuthenticationService } from './services/authentication.ts';
 import { createViewService } from './services/views.ts';
 import { createWaitRegistry } from './services/wait.ts';
 import { createWebhookService } from './services/webhooks.ts';
@@ -65,6 +66,8 @@ export interface AssembleOptions {
   /** Extra faces (tool endpoint, web pages); defaults to every face this build has. */
   mounts?: Mount[];
   sweepIntervalMs?: number;
+  /** Budgets of the authentication verdicts (tests shorten them). */
+  authentication?: { budgetMs?: number; queryTimeoutMs?: number };
   /** HTTP client timeouts (tests shorten them); defaults: http/app.ts HTTP_TIMEOUTS. */
   httpTimeouts?: HttpTimeouts;
 }
@@ -103,6 +106,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits, clock }),
     domains,
     views: createViewService(store, config, log, { onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
+    authentication: createAuthenticationService(store, config, log, { dnsServers: config.dnsServers, authservId: config.domains[0], ...options.authentication }),
     webhooks: createWebhookService({ store, config, domains, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
     metrics,
     baseUrl,
@@ -160,6 +164,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         await bus.close();
         await limiter.close();
         await core.views.close();
+        await core.authentication.close();
         await store.close();
       })();
       return stopped;

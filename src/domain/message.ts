@@ -2,6 +2,7 @@
 // received; everything a reader sees beyond the summary row is a derived view of those bytes,
 // computed once per message (off the event loop, within a budget) and kept beside it.
 import type { EmailSummary } from '../store/store.ts';
+import type { Authentication } from './authentication.ts';
 import type { CodeCandidate } from './extract/codes.ts';
 import type { EmailLink } from './extract/links.ts';
 
@@ -50,5 +51,7 @@ export interface MessageViews {
   outcome: DerivationOutcome;
 }
 
-/** A whole email: its row and its message's views. */
-export interface EmailFull extends EmailSummary, Omit<MessageViews, 'version' | 'outcome'> {}
+/** A whole email: its row, its message's views and its authentication verdicts (null until computed). */
+export interface EmailFull extends EmailSummary, Omit<MessageViews, 'version' | 'outcome'> {
+  authentication: Authentication | null;
+}

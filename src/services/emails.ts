@@ -234,12 +234,14 @@ async function rowAndViews(core: Core, id: string, reader?: Reader) {
 /** One email in full; its views are derived on its first read, queued as `reader`'s (views.ts). */
 export async function getEmail(core: Core, id: string, reader?: Reader): Promise<EmailFull> {
   const { row: r, views: v } = await rowAndViews(core, id, reader);
+  const authentication = await core.authentication.get(r.messageKey);
   // written out field by field (not rest and spread): one object of a fixed shape per read
   return {
     id: r.id, address: r.address, sender: r.sender, mailedBy: r.mailedBy, subject: r.subject,
     hasAttachments: r.hasAttachments, receivedAt: r.receivedAt, expiresAt: r.expiresAt,
     to: v.to, cc: v.cc, messageId: v.messageId, headers: v.headers, textBody: v.textBody, htmlBody: v.htmlBody,
     attachments: v.attachments, attachmentsDropped: v.attachmentsDropped, agentBody: v.agentBody, codes: v.codes, links: v.links,
+    authentication,
   };
 }
 

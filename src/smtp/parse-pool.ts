@@ -6,6 +6,7 @@
 // whose workers cannot start at all works on the main thread instead.
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+import type { Authentication, AuthTask } from './authenticate.ts';
 import type { DerivedMessage, DeriveOptions, MessageSummary, ParseLimits } from './parse.ts';
 
 // The parser (postal-mime, sanitize-html, html-to-text) is loaded on first use: in the main thread
@@ -14,11 +15,21 @@ import type { DerivedMessage, DeriveOptions, MessageSummary, ParseLimits } from 
 let parser: Promise<typeof import('./parse.ts')> | null = null;
 const loadParser = () => (parser ??= import('./parse.ts'));
 
-/** The operations a worker runs. */
-export type Op = 'summarize' | 'derive' | 'fallback';
-type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : DerivedMessage;
+/** The operations a worker runs (`authenticate`: the verdicts of authenticate.ts, with `options.auth`). */
+export type Op = 'summarize' | 'derive' | 'fallback' | 'authenticate';
+type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : O extends 'authenticate' ? Authentication : DerivedMessage;
+type AnyResult = MessageSummary | DerivedMessage | Authentication;
+/** Options of an operation: the derivation's, and for `authenticate` the task. */
+export type OpOptions = DeriveOptions & { auth?: AuthTask };
 
-function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: DeriveOptions): Promise<MessageSummary | DerivedMessage> {
+let authModule: Promise<typeof import('./authenticate.ts')> | null = null;
+
+function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: OpOptions): Promise<AnyResult> {
+  if (op === 'authenticate') {
+    if (!options.auth) return Promise.reject(new Error('authenticate without a task'));
+    const task = options.auth;
+    return (authModule ??= import('./authenticate.ts')).then((m) => m.authenticateMessage(raw, task));
+  }
   return loadParser().then((m): Promise<MessageSummary | DerivedMessage> =>
     op === 'summarize' ? m.summarize(raw, limits) : op === 'derive' ? m.deriveViews(raw, limits, options) : m.fallbackViews(raw, 'parse_over_budget'));
 }
@@ -32,7 +43,7 @@ export interface ParsePool {
    * it is copied). With `budgetMs`, the task runs alone on a worker and rejects with
    * BudgetExceededError when it takes longer (the worker is replaced).
    */
-  run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: DeriveOptions; budgetMs?: number; keepRaw?: boolean }): Promise<OpResult<O>>;
+  run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: OpOptions; budgetMs?: number; keepRaw?: boolean }): Promise<OpResult<O>>;
   /**
    * Starts workers now instead of on the first task, up to `count` (default 1) and the pool's most
    * (idempotent): a task that needs one then finds it ready instead of waiting for it to start.
@@ -49,9 +60,9 @@ interface Task {
   op: Op;
   raw: Uint8Array;
   limits: ParseLimits;
-  options: DeriveOptions;
+  options: OpOptions;
 }
-type Result = { id: number; value: MessageSummary | DerivedMessage } | { id: number; error: string };
+type Result = { id: number; value: AnyResult } | { id: number; error: string };
 // Messages travel in batches (one postMessage per turn of the event loop, each way): a post costs
 // more than the copy of a small message.
 type Reply = { results: Result[] } | { ready: true } | { fatal: string };
@@ -64,9 +75,9 @@ const WORKER_FLAG = 'ephemailParseWorker';
 const STUCK_MS = 60_000;
 
 /** Every distinct ArrayBuffer behind the bytes of a result (transferred back, not copied). */
-function transferables(v: MessageSummary | DerivedMessage): ArrayBuffer[] {
+function transferables(v: AnyResult): ArrayBuffer[] {
   const seen = new Set<ArrayBuffer>();
-  const bufs = 'parts' in v ? v.parts : [v.raw];
+  const bufs = 'parts' in v ? v.parts : 'raw' in v ? [v.raw] : [];
   for (const u of bufs) if (u.buffer instanceof ArrayBuffer && u.buffer.byteLength > 0) seen.add(u.buffer);
   return [...seen];
 }
@@ -113,7 +124,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   interface Slot {
     worker: Worker;
     ready: boolean;
-    inflight: Map<number, { resolve: (p: MessageSummary | DerivedMessage) => void; reject: (e: Error) => void; since: number; budgetMs?: number }>;
+    inflight: Map<number, { resolve: (p: AnyResult) => void; reject: (e: Error) => void; since: number; budgetMs?: number }>;
     outbox: Task[];
     transfer: ArrayBuffer[];
     overBudget?: boolean;
