@@ -143,6 +143,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
       void sweep();
       // the first read of a message derives its views: a worker ready for it keeps that read fast
       setTimeout(() => core.views.warm(), 200).unref();
+      // and the verdicts' worker, so the first message's verdicts are not late by its start-up
+      setTimeout(() => core.authentication.warm(), 300).unref();
       sweeper = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
       core.webhooks.start();
       domains.start();

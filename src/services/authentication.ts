@@ -26,6 +26,8 @@ export interface AuthenticationService {
   /** Resolves once no verdict is computing or waiting (tests, shutdown). */
   idle(): Promise<void>;
   readonly waiting: number;
+  /** Starts the worker ahead of the first message (called once the service listens). */
+  warm(): void;
   close(): Promise<void>;
 }
 
@@ -100,7 +102,7 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
     if (!raw) return;
     const task: AuthTask = { envelope: kept.envelope, dnsServers: options.dnsServers, authservId: options.authservId, budgetMs, queryTimeoutMs };
     const started = now();
-    const verdict = await pool.run('authenticate', raw, limits, { options: { html: false, auth: task } });
+    const verdict = await pool.run('authenticate', raw, limits, { options: { html: false, auth: task }, offThread: true });
     options.onComputed?.((now() - started) / 1000, verdict);
     await store.putAuthentication(key, JSON.stringify(verdict));
   }
@@ -137,6 +139,7 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
     get waiting() {
       return queue.length;
     },
+    warm: () => pool.warm(),
     async close() {
       closed = true;
       queue.length = 0;

@@ -41,9 +41,10 @@ export interface ParsePool {
   /**
    * Runs one operation on a raw message. `raw` is transferred to the worker unless `keepRaw` (then
    * it is copied). With `budgetMs`, the task runs alone on a worker and rejects with
-   * BudgetExceededError when it takes longer (the worker is replaced).
+   * BudgetExceededError when it takes longer (the worker is replaced). With `offThread`, it waits for
+   * a worker instead of running on this thread until one is up (and shares it with other tasks).
    */
-  run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: OpOptions; budgetMs?: number; keepRaw?: boolean }): Promise<OpResult<O>>;
+  run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: OpOptions; budgetMs?: number; keepRaw?: boolean; offThread?: boolean }): Promise<OpResult<O>>;
   /**
    * Starts workers now instead of on the first task, up to `count` (default 1) and the pool's most
    * (idempotent): a task that needs one then finds it ready instead of waiting for it to start.
@@ -234,7 +235,9 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
       };
       let slot = pick();
       if (!slot && budgeted && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
-      if (!slot && budgeted) {
+      // `offThread` (verdicts: they wait on DNS): never on this thread while workers can start, but
+      // sharing a worker with others
+      if (!slot && (budgeted || opts.offThread)) {
         // every worker is busy or still starting: wait for one (its budget starts when it is
         // dispatched). A budgeted task never runs on this thread while workers can start.
         return new Promise((resolve, reject) => {
