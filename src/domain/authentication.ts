@@ -57,3 +57,23 @@ export function authHints(a: Authentication): string[] {
   if ([spf, a.dmarc.result, ...a.dkim.map((d) => d.result)].includes('temperror')) out.push('temperror: a DNS lookup failed or timed out; the verdict may differ with DNS reachable');
   return out;
 }
+
+/** The verdict when the checks could not even run (no time left, a library error). */
+export function temperrorVerdict(task: { envelope: { helo: string; mailFrom: string }; authservId: string }, why: string): Authentication {
+  const spfDomain = domainOf(task.envelope.mailFrom) ?? (task.envelope.helo || null);
+  return {
+    spf: { result: 'temperror', domain: spfDomain },
+    dkim: [],
+    dmarc: { result: 'temperror', domain: null, policy: null },
+    arc: { result: 'temperror' },
+    header: `${task.authservId}; spf=temperror (${why}); dkim=temperror; dmarc=temperror; arc=temperror`,
+  };
+}
+
+/** The domain of an address, lowercase, without a trailing dot; null when none. */
+export const domainOf = (address: string): string | null => {
+  const at = address.lastIndexOf('@');
+  const d = at < 0 ? '' : address.slice(at + 1).trim().toLowerCase().replace(/\.$/, '');
+  return d || null;
+};
+

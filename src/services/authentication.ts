@@ -5,6 +5,7 @@
 // it too (another node stored it, or this one restarted) and answers `null` meanwhile.
 // docs/authentication.md has the design.
 import type { Logger } from 'pino';
+import { temperrorVerdict } from '../domain/authentication.ts';
 import type { Authentication, AuthTask } from '../smtp/authenticate.ts';
 import { createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import type { ParseLimits } from '../smtp/parse.ts';
@@ -102,7 +103,15 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
     if (!raw) return;
     const task: AuthTask = { envelope: kept.envelope, dnsServers: options.dnsServers, authservId: options.authservId, budgetMs, queryTimeoutMs };
     const started = now();
-    const verdict = await pool.run('authenticate', raw, limits, { options: { html: false, auth: task }, offThread: true });
+    let verdict: Authentication;
+    try {
+      verdict = await pool.run('authenticate', raw, limits, { options: { html: false, auth: task }, offThread: true });
+    } catch (err) {
+      if (closed) return;
+      // the worker died or was stopped as stuck: kept as temperror, so no read asks for it again
+      log.warn({ err, bytes: raw.byteLength }, 'authentication checks did not finish; kept as temperror');
+      verdict = temperrorVerdict(task, 'the checks did not finish');
+    }
     options.onComputed?.((now() - started) / 1000, verdict);
     await store.putAuthentication(key, JSON.stringify(verdict));
   }

@@ -16,9 +16,10 @@ export interface Envelope {
   mailFrom: string;
 }
 
-import type { Authentication, AuthResult } from '../domain/authentication.ts';
+import { domainOf, temperrorVerdict, type Authentication, type AuthResult } from '../domain/authentication.ts';
 
 export type { Authentication, AuthResult } from '../domain/authentication.ts';
+export { temperrorVerdict } from '../domain/authentication.ts';
 
 export interface AuthTask {
   envelope: Envelope;
@@ -122,24 +123,6 @@ function resolverFor(task: AuthTask): CachingResolver {
   return shared.resolver;
 }
 
-/** The verdict when the checks could not even run (no time left, a library error). */
-export function temperrorVerdict(task: Pick<AuthTask, 'envelope' | 'authservId'>, why: string): Authentication {
-  const spfDomain = domainOf(task.envelope.mailFrom) ?? (task.envelope.helo || null);
-  return {
-    spf: { result: 'temperror', domain: spfDomain },
-    dkim: [],
-    dmarc: { result: 'temperror', domain: null, policy: null },
-    arc: { result: 'temperror' },
-    header: `${task.authservId}; spf=temperror (${why}); dkim=temperror; dmarc=temperror; arc=temperror`,
-  };
-}
-
-const domainOf = (address: string): string | null => {
-  const at = address.lastIndexOf('@');
-  const d = at < 0 ? '' : address.slice(at + 1).trim().toLowerCase().replace(/\.$/, '');
-  return d || null;
-};
-
 interface MailauthResult {
   spf?: { domain?: string; status?: { result?: string } } | false;
   dkim?: { results?: { signingDomain?: string; selector?: string; status?: { result?: string; comment?: string; aligned?: string | false } }[] };
@@ -187,6 +170,40 @@ export function verdictOf(r: MailauthResult, task: Pick<AuthTask, 'envelope' | '
   };
 }
 
+/** DKIM signatures verified per message; more are left out (each may ask for its own body hash). */
+export const MAX_SIGNATURES = 10;
+/** The header block is looked for in the first this many bytes. */
+const HEADER_SCAN_BYTES = 1024 * 1024;
+
+/**
+ * The message with at most MAX_SIGNATURES DKIM-Signature fields (the first ones): a message with
+ * hundreds, each with its own `l=`, would make as many hashes of the body. One linear pass over the
+ * header block; the message is returned as is when it has few.
+ */
+export function capSignatures(raw: Buffer): Buffer {
+  const scan = raw.subarray(0, HEADER_SCAN_BYTES);
+  let end = scan.indexOf('\r\n\r\n');
+  const lf = scan.indexOf('\n\n');
+  if (end < 0 || (lf >= 0 && lf < end)) end = lf;
+  if (end < 0) return raw;
+  const head = scan.subarray(0, end).toString('latin1');
+  const lines = head.split('\n');
+  let seen = 0;
+  let dropping = false;
+  let dropped = false;
+  const kept: string[] = [];
+  for (const line of lines) {
+    const continuation = line.startsWith(' ') || line.startsWith('\t');
+    if (!continuation) {
+      dropping = false;
+      if (line.slice(0, 15).toLowerCase() === 'dkim-signature:' && ++seen > MAX_SIGNATURES) dropping = dropped = true;
+    }
+    if (!dropping) kept.push(line);
+  }
+  if (!dropped) return raw;
+  return Buffer.concat([Buffer.from(kept.join('\n'), 'latin1'), raw.subarray(end)]);
+}
+
 /** The verdicts of one message; never throws (a failure is a temperror verdict). */
 export async function authenticateMessage(raw: Uint8Array, task: AuthTask): Promise<Authentication> {
   const started = Date.now();
@@ -199,7 +216,7 @@ export async function authenticateMessage(raw: Uint8Array, task: AuthTask): Prom
     timer = setTimeout(() => resolve(temperrorVerdict(task, 'time budget spent')), task.budgetMs + 250);
   });
   const run = (async () => {
-    const result = (await authenticate(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), {
+    const result = (await authenticate(capSignatures(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength)), {
       ip: envelope.clientIp,
       helo: envelope.helo,
       sender: envelope.mailFrom,

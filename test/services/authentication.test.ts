@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { authHints, authLine } from '../../src/domain/authentication.ts';
-import { authenticateMessage, createCachingResolver } from '../../src/smtp/authenticate.ts';
+import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES } from '../../src/smtp/authenticate.ts';
 import { deadPort, startDns, type TestDns } from '../helpers/dns.ts';
 
 describe('the caching resolver', () => {
@@ -66,6 +66,21 @@ describe('verdicts of hostile input', () => {
     ['a 1 MiB header line and 5,000 From headers', Buffer.from(`Subject: ${'x'.repeat(1 << 20)}\r\n${'From: a@b.test\r\n'.repeat(5000)}\r\nbody\r\n`)],
     ['an empty message', Buffer.alloc(0)],
   ];
+  test(`300 DKIM signatures, each with its own l=: at most ${MAX_SIGNATURES} are verified, within the budget`, async () => {
+    const sigs = Array.from({ length: 300 }, (_, i) => `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=s${i}.test; s=k;\r\n l=${100_000 + i}; h=from; bh=AAAA; b=AAAA`).join('\r\n');
+    const raw = Buffer.from(`${sigs}\r\nFrom: a@b.test\r\nSubject: many\r\n\r\n${'x'.repeat(200_000)}\r\n`);
+    const capped = capSignatures(raw);
+    assert.equal((capped.toString('latin1').match(/^DKIM-Signature:/gm) ?? []).length, MAX_SIGNATURES);
+    assert.match(capped.toString('latin1'), /\r\nFrom: a@b\.test\r\nSubject: many\r\n\r\nxxx/, 'the other fields and the body are kept');
+    assert.doesNotMatch(capped.toString('latin1'), /d=s10\.test|l=100010/, 'the folded lines of the left-out fields go too');
+    const small = Buffer.from('From: a@b.test\r\n\r\nbody');
+    assert.equal(capSignatures(small), small, 'a message with few is passed as is');
+    const t0 = performance.now();
+    const v = await authenticateMessage(new Uint8Array(raw), task(dns.server));
+    assert.ok(performance.now() - t0 < 2500);
+    assert.ok(v.dkim.length <= MAX_SIGNATURES, `${v.dkim.length} signatures`);
+  });
+
   for (const [what, raw] of inputs) {
     test(`${what}: a verdict of the wire shape within the budget, never a throw`, async () => {
       const t0 = performance.now();
