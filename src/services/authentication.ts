@@ -22,8 +22,12 @@ const MAX_WAITING = 1000;
 export interface AuthenticationService {
   /** Computes the verdicts of this email's message in the background (after ingest). */
   scheduleEmail(emailId: string): void;
-  /** The kept verdicts of a message, or null (none yet: computing them is scheduled; or none ever). */
-  get(messageKey: string): Promise<Authentication | null>;
+  /**
+   * The kept verdicts of a message, or null (none yet; or none ever). A message received more than
+   * its budget and a second ago that has none gets them scheduled here (its ingest's job was lost: a
+   * node stopped, a queue was full); a younger one is left to the node that stored it.
+   */
+  get(messageKey: string, receivedAt: number): Promise<Authentication | null>;
   /** Resolves once no verdict is computing or waiting (tests, shutdown). */
   idle(): Promise<void>;
   readonly waiting: number;
@@ -68,7 +72,7 @@ async function collect(chunks: AsyncIterable<Uint8Array>, size: number): Promise
 
 export function createAuthenticationService(store: Store, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once
-  const pool = options.pool ?? createParsePool({ workers: 1, warn: (msg, err) => log.warn({ err }, msg) });
+  const pool = options.pool ?? createParsePool({ workers: 1, preload: 'authenticate', warn: (msg, err) => log.warn({ err }, msg) });
   const budgetMs = options.budgetMs ?? AUTH_BUDGET.totalMs;
   const queryTimeoutMs = Math.min(options.queryTimeoutMs ?? AUTH_BUDGET.queryMs, budgetMs);
   const now = options.now ?? Date.now;
@@ -137,11 +141,11 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
       // by the email's id: its message key is the store's; the verdict is kept under the message
       schedule(`id:${emailId}`, async () => (await store.getEmail(emailId, now()))?.messageKey ?? null);
     },
-    async get(key) {
+    async get(key, receivedAt) {
       const kept = await store.getAuthentication(key);
       if (!kept) return null;
       const v = parseVerdicts(kept.verdicts);
-      if (!v && kept.envelope) schedule(key);
+      if (!v && kept.envelope && now() - receivedAt > budgetMs + 1000) schedule(key);
       return v;
     },
     idle: () => (running === 0 && queue.length === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),

@@ -116,6 +116,8 @@ export interface ParsePoolOptions {
   workers?: number;
   /** Warnings (a worker died, the pool fell back to the main thread). */
   warn?: (msg: string, err?: unknown) => void;
+  /** What a worker loads before it is ready: the parser (default), or the authentication checks. */
+  preload?: 'parse' | 'authenticate';
 }
 
 export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
@@ -161,7 +163,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   };
 
   const spawnSlot = (): Slot => {
-    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx } });
+    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx, preload: options.preload ?? 'parse' } });
     worker.unref(); // never keeps the process alive; close() ends it
     const slot: Slot = { worker, ready: false, inflight: new Map(), outbox: [], transfer: [] };
     worker.on('message', (m: Reply) => {
@@ -347,7 +349,7 @@ if (!isMainThread && parentPort && (workerData as Record<string, unknown> | null
       );
     }
   });
-  loadParser().then(
+  ((workerData as { preload?: string }).preload === 'authenticate' ? (authModule ??= import('./authenticate.ts')) : loadParser()).then(
     () => port.postMessage({ ready: true }),
     (err: unknown) => port.postMessage({ fatal: String((err as Error)?.stack ?? err) }),
   );
