@@ -39,7 +39,7 @@ async function open(): Promise<{ service: Service; done(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), 'ephemail-bench-search-'));
   const prefix = `ephbench:search:${randomUUID().slice(0, 8)}:`;
   const store = opts.store === 'redis' ? `${opts.redisUrl}?prefix=${prefix}` : `sqlite:${join(dir, 'search.db')}`;
-  const service = await assemble(loadConfig({ EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_STORE: store, EPHEMAIL_LOG_LEVEL: 'silent' }), { mounts: [] });
+  const service = await assemble(loadConfig({ EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0', EPHEMAIL_STORE: store, EPHEMAIL_LOG_LEVEL: 'silent', EPHEMAIL_DNS_SERVERS: '127.0.0.1:1' }), { mounts: [] });
   return {
     service,
     async done() {

@@ -29,6 +29,10 @@ function loud(lines) {
   console.error(`\n${banner}\n${lines.map((l) => `# ${l}`).join('\n')}\n${banner}\n`);
 }
 
+// The authentication checks of any service a test starts never query the outside (a loopback port
+// nothing answers on: temperror at once); tests of the checks run their own DNS server.
+process.env.EPHEMAIL_DNS_SERVERS ||= '127.0.0.1:1';
+
 const redisUrl = process.env.EPHEMAIL_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
 if (await redisAlive(redisUrl)) {
   process.env.EPHEMAIL_TEST_REDIS_URL = redisUrl;

@@ -14,6 +14,7 @@ import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
 import type { Core } from './services/core.ts';
 import { createDomainRegistry } from './services/domains.ts';
+import { createAuthenticationService } from './services/authentication.ts';
 import { createViewService } from './services/views.ts';
 import { createWaitRegistry } from './services/wait.ts';
 import { createWebhookService } from './services/webhooks.ts';
@@ -65,6 +66,8 @@ export interface AssembleOptions {
   /** Extra faces (tool endpoint, web pages); defaults to every face this build has. */
   mounts?: Mount[];
   sweepIntervalMs?: number;
+  /** Budgets of the authentication verdicts (tests shorten them). */
+  authentication?: { budgetMs?: number; queryTimeoutMs?: number };
   /** HTTP client timeouts (tests shorten them); defaults: http/app.ts HTTP_TIMEOUTS. */
   httpTimeouts?: HttpTimeouts;
 }
@@ -103,6 +106,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits, clock }),
     domains,
     views: createViewService(store, config, log, { spamd: config.spamd, onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
+    authentication: createAuthenticationService(store, config, log, { dnsServers: config.dnsServers, authservId: config.domains[0], ...options.authentication }),
     webhooks: createWebhookService({ store, config, domains, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
     metrics,
     baseUrl,
@@ -139,6 +143,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
       void sweep();
       // the first read of a message derives its views: a worker ready for it keeps that read fast
       setTimeout(() => core.views.warm(), 200).unref();
+      // and the verdicts' worker, so the first message's verdicts are not late by its start-up
+      setTimeout(() => core.authentication.warm(), 300).unref();
       sweeper = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
       core.webhooks.start();
       domains.start();
@@ -160,6 +166,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         await bus.close();
         await limiter.close();
         await core.views.close();
+        await core.authentication.close();
         await store.close();
       })();
       return stopped;

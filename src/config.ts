@@ -62,6 +62,8 @@ export interface Config {
   /** Largest attachment kept, in decoded bytes (spec: 5 MB). */
   maxAttachmentBytes: number;
   maxAttachments: number;
+  /** DNS servers of the authentication checks (`host` or `host:port`, IPv6 in brackets); empty: the system's. */
+  dnsServers: readonly string[];
 }
 
 /** One row of the configuration table: the README's "Configuration" table is checked against it. */
@@ -109,6 +111,7 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_WEBHOOKS_PER_KEY', type: 'integer', default: '10', meaning: 'webhooks per key', of: (c) => c.webhooks.perKey },
   { name: 'EPHEMAIL_WEBHOOK_MAX_IN_FLIGHT', type: 'integer', default: '64', meaning: 'webhook deliveries one node runs at once', of: (c) => c.webhooks.maxInFlight },
   { name: 'EPHEMAIL_SESSION_SECRET', type: 'secret', default: 'random per process', meaning: 'signs MCP session ids (at least 32 bytes)' },
+  { name: 'EPHEMAIL_DNS_SERVERS', type: 'list', default: 'the system\'s resolvers', meaning: 'DNS servers (host or host:port, IPv6 in brackets) of the SPF/DKIM/DMARC checks' },
   { name: 'EPHEMAIL_ADMIN_TOKEN', type: 'secret', default: 'unset', meaning: 'turns the admin API on; its bearer token (at least 32 characters)' },
   { name: 'EPHEMAIL_SPAMD', type: 'string', default: 'unset', meaning: 'host:port of a SpamAssassin spamd: the full email gets a spam score' },
 ]);
@@ -169,6 +172,23 @@ function smtpProxyProtocol(env: Env): readonly string[] {
   const list = raw.split(',').map((x) => x.trim()).filter(Boolean);
   const expected = 'a comma-separated list of the balancers\' IP addresses and CIDR blocks (e.g. 10.0.0.0/8,fd00::/8)';
   if (list.length === 0 || !list.every(isCidr)) throw new ConfigError('EPHEMAIL_SMTP_PROXY_PROTOCOL', raw, expected);
+  return Object.freeze(list);
+}
+
+/** EPHEMAIL_DNS_SERVERS: IP addresses, each with an optional port (IPv6 in brackets), or unset. */
+function dnsServers(env: Env): readonly string[] {
+  const raw = env.EPHEMAIL_DNS_SERVERS?.trim() ?? '';
+  if (raw === '') return Object.freeze([]);
+  const list = raw.split(',').map((x) => x.trim()).filter(Boolean);
+  const valid = (s: string) => {
+    const m = /^\[([0-9a-fA-F:.]+)\](?::(\d{1,5}))?$/.exec(s) ?? /^([0-9.]+)(?::(\d{1,5}))?$/.exec(s);
+    if (!m) return isIP(s) === 6; // a bare IPv6 address (no port)
+    const port = m[2] === undefined ? 53 : Number(m[2]);
+    return isIP(m[1]) !== 0 && (s.startsWith('[') ? isIP(m[1]) === 6 : isIP(m[1]) === 4) && port >= 1 && port <= 65535;
+  };
+  if (list.length === 0 || !list.every(valid)) {
+    throw new ConfigError('EPHEMAIL_DNS_SERVERS', raw, 'a comma-separated list of DNS server addresses, each host or host:port, IPv6 in brackets (e.g. 127.0.0.1:5353,[::1]:53)');
+  }
   return Object.freeze(list);
 }
 
@@ -301,5 +321,6 @@ export function loadConfig(env: Env = process.env): Config {
     spamd: spamd(env),
     maxAttachmentBytes: 5 * 1024 * 1024,
     maxAttachments: 100,
+    dnsServers: dnsServers(env),
   });
 }

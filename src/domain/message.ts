@@ -2,6 +2,7 @@
 // received; everything a reader sees beyond the summary row is a derived view of those bytes,
 // computed once per message (off the event loop, within a budget) and kept beside it.
 import type { EmailSummary } from '../store/store.ts';
+import type { Authentication } from './authentication.ts';
 import type { CodeCandidate } from './extract/codes.ts';
 import type { EmailLink } from './extract/links.ts';
 import type { HtmlCheck } from './html-check.ts';
@@ -56,8 +57,9 @@ export interface MessageViews {
   spam?: SpamVerdict | null;
 }
 
-/** A whole email: its row and its message's views. */
+/** A whole email: its row, its message's views and its authentication verdicts (null until computed). */
 export interface EmailFull extends EmailSummary, Omit<MessageViews, 'version' | 'outcome' | 'htmlCheck' | 'spam'> {
   htmlCheck: HtmlCheck | null;
   spam: SpamVerdict | null;
+  authentication: Authentication | null;
 }

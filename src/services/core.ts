@@ -6,6 +6,7 @@ import type { Clock } from '../domain/clock.ts';
 import type { Limiter } from '../limiter/limiter.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Store } from '../store/store.ts';
+import type { AuthenticationService } from './authentication.ts';
 import type { DomainRegistry } from './domains.ts';
 import type { ViewService } from './views.ts';
 import type { WaitRegistry } from './wait.ts';
@@ -23,6 +24,8 @@ export interface Core {
   domains: DomainRegistry;
   /** Derived views of stored messages (bodies, attachments, agent text). */
   views: ViewService;
+  /** SPF/DKIM/DMARC/ARC verdicts of stored messages, computed in the background (authentication.ts). */
+  authentication: AuthenticationService;
   /** Webhook registrations and this node's delivery worker. */
   webhooks: WebhookService;
   /** Prometheus metrics, or null when EPHEMAIL_METRICS=false. */

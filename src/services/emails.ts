@@ -234,6 +234,7 @@ async function rowAndViews(core: Core, id: string, reader?: Reader) {
 /** One email in full; its views are derived on its first read, queued as `reader`'s (views.ts). */
 export async function getEmail(core: Core, id: string, reader?: Reader): Promise<EmailFull> {
   const { row: r, views: v } = await rowAndViews(core, id, reader);
+  const authentication = await core.authentication.get(r.messageKey, r.receivedAt);
   // written out field by field (not rest and spread): one object of a fixed shape per read
   return {
     id: r.id, address: r.address, sender: r.sender, mailedBy: r.mailedBy, subject: r.subject,
@@ -241,6 +242,7 @@ export async function getEmail(core: Core, id: string, reader?: Reader): Promise
     to: v.to, cc: v.cc, messageId: v.messageId, headers: v.headers, textBody: v.textBody, htmlBody: v.htmlBody,
     attachments: v.attachments, attachmentsDropped: v.attachmentsDropped, agentBody: v.agentBody, codes: v.codes, links: v.links,
     htmlCheck: v.htmlCheck ?? null, spam: v.spam ?? null,
+    authentication,
   };
 }
 

@@ -7,6 +7,7 @@
 import { availableParallelism } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import type { HtmlCheck } from '../domain/html-check.ts';
+import type { Authentication, AuthTask } from './authenticate.ts';
 import type { DerivedMessage, DeriveOptions, MessageSummary, ParseLimits } from './parse.ts';
 
 // The parser (postal-mime, sanitize-html, html-to-text) is loaded on first use: in the main thread
@@ -19,17 +20,29 @@ const loadParser = () => (parser ??= import('./parse.ts'));
 let htmlChecker: Promise<typeof import('../domain/html-check-run.ts')> | null = null;
 const loadHtmlChecker = () => (htmlChecker ??= import('../domain/html-check-run.ts'));
 
-/** The operations a worker runs; `htmlcheck` takes the HTML (UTF-8) instead of a message. */
-export type Op = 'summarize' | 'derive' | 'fallback' | 'htmlcheck';
-type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : O extends 'htmlcheck' ? HtmlCheck : DerivedMessage;
-type AnyResult = MessageSummary | DerivedMessage | HtmlCheck;
+/**
+ * The operations a worker runs: `htmlcheck` takes the HTML (UTF-8) instead of a message;
+ * `authenticate` gives the verdicts of authenticate.ts, with `options.auth`.
+ */
+export type Op = 'summarize' | 'derive' | 'fallback' | 'htmlcheck' | 'authenticate';
+type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : O extends 'htmlcheck' ? HtmlCheck : O extends 'authenticate' ? Authentication : DerivedMessage;
+type AnyResult = MessageSummary | DerivedMessage | HtmlCheck | Authentication;
+/** Options of an operation: the derivation's, and for `authenticate` the task. */
+export type OpOptions = DeriveOptions & { auth?: AuthTask };
 
-function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: DeriveOptions): Promise<AnyResult> {
+let authModule: Promise<typeof import('./authenticate.ts')> | null = null;
+
+function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: OpOptions): Promise<AnyResult> {
   if (op === 'htmlcheck') {
     return loadHtmlChecker().then((m) => {
       const html = new TextDecoder('utf-8', { fatal: false }).decode(raw);
       return m.checkHtml(html.slice(0, m.HTML_CHECK_MAX_CHARS), html.length > m.HTML_CHECK_MAX_CHARS);
     });
+  }
+  if (op === 'authenticate') {
+    if (!options.auth) return Promise.reject(new Error('authenticate without a task'));
+    const task = options.auth;
+    return (authModule ??= import('./authenticate.ts')).then((m) => m.authenticateMessage(raw, task));
   }
   return loadParser().then((m): Promise<MessageSummary | DerivedMessage> =>
     op === 'summarize' ? m.summarize(raw, limits) : op === 'derive' ? m.deriveViews(raw, limits, options) : m.fallbackViews(raw, 'parse_over_budget'));
@@ -42,9 +55,10 @@ export interface ParsePool {
   /**
    * Runs one operation on a raw message. `raw` is transferred to the worker unless `keepRaw` (then
    * it is copied). With `budgetMs`, the task runs alone on a worker and rejects with
-   * BudgetExceededError when it takes longer (the worker is replaced).
+   * BudgetExceededError when it takes longer (the worker is replaced). With `offThread`, it waits for
+   * a worker instead of running on this thread until one is up (and shares it with other tasks).
    */
-  run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: DeriveOptions; budgetMs?: number; keepRaw?: boolean }): Promise<OpResult<O>>;
+  run<O extends Op>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: OpOptions; budgetMs?: number; keepRaw?: boolean; offThread?: boolean }): Promise<OpResult<O>>;
   /**
    * Starts workers now instead of on the first task, up to `count` (default 1) and the pool's most
    * (idempotent): a task that needs one then finds it ready instead of waiting for it to start.
@@ -61,7 +75,7 @@ interface Task {
   op: Op;
   raw: Uint8Array;
   limits: ParseLimits;
-  options: DeriveOptions;
+  options: OpOptions;
 }
 type Result = { id: number; value: AnyResult } | { id: number; error: string };
 // Messages travel in batches (one postMessage per turn of the event loop, each way): a post costs
@@ -116,6 +130,8 @@ export interface ParsePoolOptions {
   workers?: number;
   /** Warnings (a worker died, the pool fell back to the main thread). */
   warn?: (msg: string, err?: unknown) => void;
+  /** What a worker loads before it is ready: the parser (default), or the authentication checks. */
+  preload?: 'parse' | 'authenticate';
 }
 
 export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
@@ -161,7 +177,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   };
 
   const spawnSlot = (): Slot => {
-    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx } });
+    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx, preload: options.preload ?? 'parse' } });
     worker.unref(); // never keeps the process alive; close() ends it
     const slot: Slot = { worker, ready: false, inflight: new Map(), outbox: [], transfer: [] };
     worker.on('message', (m: Reply) => {
@@ -235,7 +251,9 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
       };
       let slot = pick();
       if (!slot && budgeted && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
-      if (!slot && budgeted) {
+      // `offThread` (verdicts: they wait on DNS): never on this thread while workers can start, but
+      // sharing a worker with others
+      if (!slot && (budgeted || opts.offThread)) {
         // every worker is busy or still starting: wait for one (its budget starts when it is
         // dispatched). A budgeted task never runs on this thread while workers can start.
         return new Promise((resolve, reject) => {
@@ -345,7 +363,7 @@ if (!isMainThread && parentPort && (workerData as Record<string, unknown> | null
       );
     }
   });
-  loadParser().then(
+  ((workerData as { preload?: string }).preload === 'authenticate' ? (authModule ??= import('./authenticate.ts')) : loadParser()).then(
     () => port.postMessage({ ready: true }),
     (err: unknown) => port.postMessage({ fatal: String((err as Error)?.stack ?? err) }),
   );

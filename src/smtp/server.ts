@@ -324,8 +324,9 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         const recipients = session.envelope.rcptTo.map((r) => parseAddress(r.address)!.address);
         const mailFrom = session.envelope.mailFrom;
         const mailedBy = mailedByOf(mailFrom ? mailFrom.address : null);
+        const envelope = { clientIp: session.remoteAddress, helo: session.hostNameAppearsAs ?? '', mailFrom: mailFrom ? mailFrom.address : '' };
         const store = () => summaryOf(raw)
-          .then((summary) => ingest(core, summary, recipients, mailedBy))
+          .then((summary) => ingest(core, summary, recipients, mailedBy, envelope))
           .then(
             (stored) => {
               core.log.info({ id: stored[0]?.id, recipients: stored.length, bytes: size, from: mailFrom ? mailFrom.address : null, client: session.remoteAddress }, 'mail received');

@@ -173,6 +173,8 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     readRaw: (key) => store.readRaw(key),
     getViews: (key) => store.getViews(key),
     putViews: (key, views, parts) => store.putViews(key, views, parts),
+    getAuthentication: (key) => store.getAuthentication(key),
+    putAuthentication: (key, verdicts) => store.putAuthentication(key, verdicts),
     // search texts are never cached: a search reads at most a page's worth per call
     matchText: (ids, needle, now) => store.matchText(ids, needle, now),
     putSearchText: (key, text) => store.putSearchText(key, text),

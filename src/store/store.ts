@@ -31,6 +31,29 @@ export interface NewEmail extends Arrival {
    * having none until putSearchText gives it one.
    */
   searchText?: string;
+  /**
+   * What the authentication checks need from the SMTP session (services/authentication.ts), kept with
+   * the message (rows sharing `raw` share it too: the first row's is kept). Absent for mail that did
+   * not come over SMTP: such a message has no verdicts.
+   */
+  envelope?: MessageEnvelope;
+}
+
+/** The SMTP session's facts about a message that its bytes lack. */
+export interface MessageEnvelope {
+  /** The connecting client's IP address. */
+  clientIp: string;
+  /** The HELO/EHLO name it gave ('' when none). */
+  helo: string;
+  /** The MAIL FROM address; '' for the null sender. */
+  mailFrom: string;
+}
+
+/** A message's authentication record: the envelope kept at ingest and the verdicts once computed. */
+export interface StoredAuthentication {
+  envelope: MessageEnvelope | null;
+  /** The verdicts (an opaque document written by putAuthentication), or null until then. */
+  verdicts: string | null;
 }
 
 export interface EmailSummary extends Arrival {
@@ -43,6 +66,18 @@ export const summaryOf = (id: string, e: NewEmail): EmailSummary => ({
   id, address: e.address, sender: e.sender, mailedBy: e.mailedBy, subject: e.subject,
   hasAttachments: e.hasAttachments, receivedAt: e.receivedAt, expiresAt: e.expiresAt,
 });
+
+/** An envelope as kept (JSON), or null when absent or unreadable. */
+export function parseEnvelope(json: string | null | undefined): MessageEnvelope | null {
+  if (!json) return null;
+  try {
+    const e = JSON.parse(json) as Partial<MessageEnvelope>;
+    if (typeof e.clientIp !== 'string' || typeof e.helo !== 'string' || typeof e.mailFrom !== 'string') return null;
+    return { clientIp: e.clientIp, helo: e.helo, mailFrom: e.mailFrom };
+  } catch {
+    return null;
+  }
+}
 
 /** A stored row: the summary and the key of the message it references. */
 export interface StoredEmail extends EmailSummary {
@@ -150,6 +185,12 @@ export interface Store {
 
   /** Gives a message that has no search text this one (mail stored before search texts existed). */
   putSearchText(messageKey: string, text: string): Promise<void>;
+
+  /** The message's envelope and verdicts; null once the message is gone. */
+  getAuthentication(messageKey: string): Promise<StoredAuthentication | null>;
+
+  /** Keeps the verdicts of a message (replacing earlier ones); a message already freed stays freed. */
+  putAuthentication(messageKey: string, verdicts: string): Promise<void>;
 
   /** Part `index` as written by putViews, or null. */
   readPart(messageKey: string, index: number): Promise<StoredBytes | null>;

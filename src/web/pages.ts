@@ -1,6 +1,7 @@
 // The HTML of the pages: a shared layout and one function per page. Every value that came from
 // mail or from the URL goes through esc(); the pages carry no inline script or style (pageCsp).
 import type { EmailFull } from '../domain/message.ts';
+import { authHints, authLine } from '../domain/authentication.ts';
 import { decodeWords } from 'postal-mime';
 
 import { escapeHtml as esc } from '../domain/escape.ts';
@@ -176,6 +177,15 @@ function decodeHeader(value: string): string {
 }
 
 /** The email's own HTML is never part of this page: only the address of its isolated frame. */
+
+/** The verdicts on one line, with a plain-words hint for each failure (docs/authentication.md). */
+function authenticationRow(e: EmailFull): string {
+  const a = e.authentication;
+  if (!a) return '<span class="muted" id="auth-line">not checked yet (reload in a few seconds)</span>';
+  const hints = authHints(a);
+  return `<span id="auth-line">${esc(authLine(a))}</span>${hints.length ? `<ul class="auth-hints muted">${hints.map((h) => `<li>${esc(h)}</li>`).join('')}</ul>` : ''}`;
+}
+
 export function emailPage(assets: Assets, e: EmailFull): string {
   const hasHtml = e.htmlBody !== null && e.htmlBody.trim() !== '';
   const first = hasHtml ? 'html' : 'text';
@@ -198,6 +208,7 @@ export function emailPage(assets: Assets, e: EmailFull): string {
 <dl class="meta">
 ${row('From', esc(e.sender) || '<span class="muted">(none)</span>')}
 ${row('Mailed by', esc(e.mailedBy ?? ''))}
+${row('Authentication', authenticationRow(e))}
 ${row('To', esc(e.to))}
 ${row('Cc', esc(e.cc))}
 ${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e.receivedAt)}">${utc(e.receivedAt)}</time>`)}

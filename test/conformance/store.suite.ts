@@ -211,6 +211,32 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       assert.equal(await store.getViews(loneKey), null);
     });
 
+    withStore('the SMTP envelope is kept with the message (shared by its rows); its verdicts are kept once written; a freed message stays freed', async (store) => {
+      const now = Date.now();
+      const envelope = { clientIp: '2001:db8::7', helo: 'mta.example.org', mailFrom: 'bounce+x@example.org' };
+      const raw = rawMessage('auth');
+      const [a, b] = await store.addEmails([newEmail(inbox(), { raw, envelope }), newEmail(inbox(), { raw, envelope: { clientIp: '192.0.2.1', helo: 'other', mailFrom: '' } })]);
+      const key = (await store.getEmail(a.id, now))!.messageKey;
+      assert.equal((await store.getEmail(b.id, now))!.messageKey, key, 'one message');
+      assert.deepEqual(await store.getAuthentication(key), { envelope, verdicts: null }, 'the first row\'s envelope');
+      await store.putAuthentication(key, '{"spf":{"result":"pass"}}');
+      assert.deepEqual(await store.getAuthentication(key), { envelope, verdicts: '{"spf":{"result":"pass"}}' });
+      // the null sender, and a message stored without an envelope
+      const [nul] = await store.addEmails([newEmail(inbox(), { envelope: { clientIp: '127.0.0.1', helo: '', mailFrom: '' } })]);
+      assert.deepEqual((await store.getAuthentication((await store.getEmail(nul.id, now))!.messageKey))?.envelope, { clientIp: '127.0.0.1', helo: '', mailFrom: '' });
+      const [bare] = await store.addEmails([newEmail(inbox())]);
+      const bareKey = (await store.getEmail(bare.id, now))!.messageKey;
+      assert.deepEqual(await store.getAuthentication(bareKey), { envelope: null, verdicts: null });
+      // freed with its last row; writing verdicts afterwards does not bring it back
+      assert.ok(await store.deleteEmail(a.id, now));
+      assert.notEqual(await store.getAuthentication(key), null, 'still referenced by b');
+      assert.ok(await store.deleteEmail(b.id, now));
+      assert.equal(await store.getAuthentication(key), null);
+      await store.putAuthentication(key, '{}');
+      assert.equal(await store.getAuthentication(key), null);
+      assert.equal(await store.getAuthentication('no-such-message'), null);
+    });
+
     withStore('lists are per address: newest first, since oldest first, before pages back, limit', async (store) => {
       const a = inbox();
       const other = inbox();

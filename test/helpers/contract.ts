@@ -46,8 +46,8 @@ export function expectKeys(obj: unknown, keys: string[], label = ''): void {
 }
 
 export const SUMMARY_KEYS = ['id', 'address', 'sender', 'mailed_by', 'subject', 'has_attachments', 'received_at', 'expires_at'];
-// the spec's fields, then the additive ones (raw_url, attachments_dropped; content_id; spam, html_check)
-export const FULL_KEYS = [...SUMMARY_KEYS, 'to', 'cc', 'message_id', 'headers', 'text_body', 'html_body', 'attachments', 'attachments_dropped', 'raw_url', 'codes', 'links', 'spam', 'html_check'];
+// the spec's fields, then the additive ones (raw_url, attachments_dropped; content_id; spam, html_check, authentication)
+export const FULL_KEYS = [...SUMMARY_KEYS, 'to', 'cc', 'message_id', 'headers', 'text_body', 'html_body', 'attachments', 'attachments_dropped', 'raw_url', 'codes', 'links', 'spam', 'html_check', 'authentication'];
 export const ATTACHMENT_KEYS = ['id', 'filename', 'content_type', 'size_bytes', 'download_url', 'content_id'];
 
 export function expectSummary(e: any, ttlSeconds = 3600): void {
@@ -65,10 +65,13 @@ export function expectSummary(e: any, ttlSeconds = 3600): void {
 
 export function expectFull(e: any, ttlSeconds = 3600): void {
   expectKeys(e, FULL_KEYS, 'full email');
-  const { to, cc, message_id, headers, text_body, html_body, attachments, attachments_dropped, raw_url, codes, links, spam, html_check, ...summary } = e;
+  const { to, cc, message_id, headers, text_body, html_body, attachments, attachments_dropped, raw_url, codes, links, spam, html_check, authentication, ...summary } = e;
   // docs/sender-checks.md: null without a spamd / without an HTML part
   assert.ok(spam === null || (typeof spam === 'object' && (typeof spam.error === 'string' || typeof spam.score === 'number')), 'spam');
   assert.ok(html_check === null || (typeof html_check === 'object' && Array.isArray(html_check.features)), 'html_check');
+  // null until computed (docs/authentication.md), then SPF, DKIM, DMARC, ARC and a header value
+  assert.ok(authentication === null || (typeof authentication.spf?.result === 'string' && Array.isArray(authentication.dkim)
+    && typeof authentication.dmarc?.result === 'string' && typeof authentication.arc?.result === 'string' && typeof authentication.header === 'string'), 'authentication');
   assert.ok(Array.isArray(codes) && codes.every((c: any) => typeof c.value === 'string' && c.value !== '' && typeof c.context === 'string'));
   assert.ok(Array.isArray(links) && links.every((l: any) => typeof l.url === 'string' && typeof l.text === 'string'
     && ['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other'].includes(l.kind) && (l.destination === null || typeof l.destination === 'string')));

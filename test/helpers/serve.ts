@@ -66,7 +66,8 @@ export async function spawnServe(env: Record<string, string>, options: ServeOpti
   const byHealth = options.ready === 'health';
   const base = options.inheritEnv === false ? { PATH: process.env.PATH, HOME: process.env.HOME } : process.env;
   const ports = byHealth ? { EPHEMAIL_HTTP_PORT: String(await freePort()), EPHEMAIL_SMTP_PORT: String(await freePort()) } : { EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0' };
-  const fullEnv: Record<string, string | undefined> = { ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', ...env };
+  // EPHEMAIL_DNS_SERVERS: no spawned service asks the outside (authentication checks; test/helpers/service.ts NO_DNS)
+  const fullEnv: Record<string, string | undefined> = { ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_DNS_SERVERS: '127.0.0.1:1', ...env };
   const spawned = performance.now();
   const child = spawn(process.execPath, [...(options.nodeArgs ?? []), options.script ?? BIN, ...(options.args ?? ['serve'])], {
     cwd: options.cwd ?? ROOT,

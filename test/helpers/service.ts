@@ -6,6 +6,9 @@ import nodemailer, { type SendMailOptions } from 'nodemailer';
 import { assemble, type AssembleOptions, type Service } from '../../src/assemble.ts';
 import { loadConfig } from '../../src/config.ts';
 
+/** A DNS server that is not there (loopback port 1): the tests' default, so no test queries the outside. */
+export const NO_DNS = '127.0.0.1:1';
+
 export interface TestService {
   service: Service;
   /** http://127.0.0.1:PORT */
@@ -29,6 +32,9 @@ export async function startService(env: Record<string, string> = {}, options: As
     EPHEMAIL_SMTP_PORT: '0',
     EPHEMAIL_STORE: `sqlite:${join(dir, 'test.db')}`,
     EPHEMAIL_LOG_LEVEL: process.env.EPHEMAIL_LOG_LEVEL ?? 'silent',
+    // the authentication checks never ask the outside from a test: a loopback port nothing answers
+    // on (temperror at once) unless the test runs its own DNS server (test/helpers/dns.ts)
+    EPHEMAIL_DNS_SERVERS: NO_DNS,
     ...env,
   });
   const service = await assemble(config, options);

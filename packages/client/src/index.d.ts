@@ -5,6 +5,8 @@ import type { components, paths } from './schema.d.ts';
 export type { components, paths };
 export type Email = components['schemas']['Email'];
 export type EmailSummary = components['schemas']['EmailSummary'];
+/** SPF, DKIM, DMARC and ARC verdicts of an email (`email.authentication`, null until computed). */
+export type Authentication = components['schemas']['Authentication'];
 export type Code = components['schemas']['Code'];
 export type Link = components['schemas']['Link'];
 export type LinkKind = Link['kind'];

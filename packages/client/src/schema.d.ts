@@ -490,6 +490,45 @@ export interface components {
             name: string;
             value: string;
         };
+        /**
+         * Authentication
+         * @description SPF, DKIM, DMARC and ARC verdicts, computed once shortly after arrival (docs/authentication.md)
+         */
+        Authentication: {
+            spf: {
+                /** @description An RFC 8601 result word */
+                result: "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror" | "policy";
+                /** @description The MAIL FROM domain (the HELO name for the null sender) */
+                domain: string | null;
+            };
+            /** @description One entry per signature; [] when unsigned */
+            dkim: {
+                /** @description An RFC 8601 result word */
+                result: "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror" | "policy";
+                /** @description The signing domain (d=) */
+                domain: string;
+                /** @description The selector (s=) */
+                selector: string;
+                /** @description Whether the signing domain aligns with the From domain (DMARC) */
+                aligned: boolean;
+                /** @description Why, when not pass (e.g. "body hash did not verify": the body changed after signing) */
+                comment?: string;
+            }[];
+            dmarc: {
+                /** @description An RFC 8601 result word */
+                result: "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror" | "policy";
+                /** @description The From domain; null when the message has no single From domain */
+                domain: string | null;
+                /** @description The record's p= (none, quarantine, reject); null without a record */
+                policy: string | null;
+            };
+            arc: {
+                /** @description An RFC 8601 result word */
+                result: "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror" | "policy";
+            };
+            /** @description The value of an Authentication-Results header for this message (RFC 8601) */
+            header: string;
+        };
         /** Email */
         Email: {
             /** @description UUIDv7; ids sort in arrival order */
@@ -538,6 +577,8 @@ export interface components {
             spam: components["schemas"]["Spam"] | null;
             /** @description HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive. */
             html_check: components["schemas"]["HtmlCheck"] | null;
+            /** @description SPF, DKIM, DMARC and ARC verdicts; null until computed (within seconds of arrival when DNS answers) and for mail not received over SMTP. Additive. */
+            authentication: components["schemas"]["Authentication"] | null;
         };
         /** ApiKey */
         ApiKey: {

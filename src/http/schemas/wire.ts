@@ -120,6 +120,32 @@ export const SpamSchema = Type.Union(
 
 export const HeaderSchema = Type.Object({ name: Type.String(), value: Type.String() }, { $id: 'Header', title: 'Header' });
 
+const AuthResultSchema = Type.Union(['pass', 'fail', 'softfail', 'neutral', 'none', 'temperror', 'permerror', 'policy'].map((r) => Type.Literal(r)), { description: 'An RFC 8601 result word' });
+
+export const AuthenticationSchema = Type.Object(
+  {
+    spf: Type.Object({
+      result: AuthResultSchema,
+      domain: Nullable(Type.String(), 'The MAIL FROM domain (the HELO name for the null sender)'),
+    }),
+    dkim: Type.Array(Type.Object({
+      result: AuthResultSchema,
+      domain: Type.String({ description: 'The signing domain (d=)' }),
+      selector: Type.String({ description: 'The selector (s=)' }),
+      aligned: Type.Boolean({ description: 'Whether the signing domain aligns with the From domain (DMARC)' }),
+      comment: Type.Optional(Type.String({ description: 'Why, when not pass (e.g. "body hash did not verify": the body changed after signing)' })),
+    }), { description: 'One entry per signature; [] when unsigned' }),
+    dmarc: Type.Object({
+      result: AuthResultSchema,
+      domain: Nullable(Type.String(), 'The From domain; null when the message has no single From domain'),
+      policy: Nullable(Type.String(), 'The record\'s p= (none, quarantine, reject); null without a record'),
+    }),
+    arc: Type.Object({ result: AuthResultSchema }),
+    header: Type.String({ description: 'The value of an Authentication-Results header for this message (RFC 8601)' }),
+  },
+  { $id: 'Authentication', title: 'Authentication', description: 'SPF, DKIM, DMARC and ARC verdicts, computed once shortly after arrival (docs/authentication.md)' },
+);
+
 export const EmailFullSchema = Type.Object(
   {
     ...summaryFields,
@@ -136,6 +162,7 @@ export const EmailFullSchema = Type.Object(
     links: Type.Array(Type.Ref(LinkSchema), { description: 'Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive.' }),
     spam: Nullable(Type.Ref(SpamSchema), 'Spam score from SpamAssassin\'s spamd; null when EPHEMAIL_SPAMD is not set (or was not when the email was first read). Additive.'),
     html_check: Nullable(Type.Ref(HtmlCheckSchema), 'HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive.'),
+    authentication: Nullable(Type.Ref(AuthenticationSchema), 'SPF, DKIM, DMARC and ARC verdicts; null until computed (within seconds of arrival when DNS answers) and for mail not received over SMTP. Additive.'),
   },
   { $id: 'Email', title: 'Email' },
 );
@@ -196,7 +223,7 @@ export const ErrorSchema = Type.Object(
   { $id: 'Error', title: 'Error' },
 );
 
-export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, CodeSchema, LinkSchema, HtmlCheckSchema, SpamSchema, HeaderSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
+export const SHARED_SCHEMAS = [LimitsSchema, InboxSchema, DomainSchema, EmailSummarySchema, AttachmentSchema, CodeSchema, LinkSchema, HtmlCheckSchema, SpamSchema, HeaderSchema, AuthenticationSchema, EmailFullSchema, ApiKeySchema, IdentitySchema, HealthSchema, ListMetaSchema, ErrorSchema];
 
 export type WireSummary = Static<typeof EmailSummarySchema>;
 
@@ -301,6 +328,7 @@ export const toWireEmail = (core: Core, e: EmailFull) => Object.assign(toWireSum
   links: e.links,
   spam: e.spam && toWireSpam(e.spam),
   html_check: e.htmlCheck && toWireHtmlCheck(e.htmlCheck),
+  authentication: e.authentication,
 });
 
 export const toWireSpam = (s: SpamVerdict) =>

@@ -1,6 +1,7 @@
 // read_email (spec: POST /mcp, read_email): one email with its body as plain text for agents, the
 // same service as GET /api/v1/emails/{id}. Body rules live in ../body.ts, hygiene in ../untrusted.ts.
 import { z } from 'zod';
+import { authLine, authSummary } from '../../domain/authentication.ts';
 import { downloadUrl, getEmail } from '../../services/emails.ts';
 import { BODY_MAX_CHARS } from '../body.ts';
 import { untrustedBlock, untrustedLine } from '../untrusted.ts';
@@ -10,6 +11,7 @@ import { defineTool } from './tool.ts';
 export const FILENAME_MAX = 255;
 
 const iso = (ms: number) => new Date(ms).toISOString();
+const AUTH_RESULT = z.enum(['pass', 'fail', 'softfail', 'neutral', 'none', 'temperror', 'permerror', 'policy']);
 
 export const readEmailTool = defineTool({
   name: 'read_email',
@@ -45,6 +47,11 @@ export const readEmailTool = defineTool({
       kind: z.enum(['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other']),
       destination: z.string().nullable(),
     })).describe('Links, the main action first (extracted from untrusted content; nothing was fetched)'),
+    authentication: z.object({
+      spf: AUTH_RESULT,
+      dkim: AUTH_RESULT.describe('none when unsigned; pass when a signature passes'),
+      dmarc: AUTH_RESULT,
+    }).nullable().describe('SPF, DKIM and DMARC results (RFC 8601 words); null until computed, shortly after arrival (the full verdicts: GET /api/v1/emails/{id})'),
   }),
   annotations: { title: 'Read one email', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   async run({ core, reader }, args) {
@@ -67,6 +74,7 @@ export const readEmailTool = defineTool({
       })),
       codes: email.codes.map((c) => ({ value: untrustedLine(c.value, 64), context: untrustedLine(c.context, 200) })),
       links: email.links.map((l) => ({ url: l.url, text: untrustedLine(l.text, 200), kind: l.kind, destination: l.destination })),
+      authentication: email.authentication ? authSummary(email.authentication) : null,
     };
     const action = email.links.find((l) => l.kind === 'verify' || l.kind === 'reset_password' || l.kind === 'login');
     const head = [
@@ -74,6 +82,8 @@ export const readEmailTool = defineTool({
       `From: ${structured.from}`,
       `Subject: ${structured.subject}`,
       `Received: ${structured.received_at} (deleted at ${structured.expires_at})`,
+      // domains come from the envelope and DNS-checked signatures; still cut to one safe line
+      `Authentication: ${email.authentication ? untrustedLine(authLine(email.authentication), 400) : 'not checked yet (computed within seconds of arrival; read again)'}`,
     ];
     // what the agent most likely came for, above the body: extracted by the service from untrusted content
     if (structured.codes.length > 0) head.push(`Code (extracted from the untrusted email): ${structured.codes[0].value}`);

@@ -3,7 +3,7 @@
 // never shows expired mail. Ids are assigned inside the write script from the server's TIME.
 import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
-import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
+import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
 import { call, closeClient, closing, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
@@ -52,6 +52,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     putViews: script(client, 'ephPutViews', lua.PUT_VIEWS, 1),
     match: script(client, 'ephMatchText', lua.MATCH_TEXT, 1),
     putSearch: script(client, 'ephPutSearchText', lua.PUT_SEARCH_TEXT, 1),
+    putAuth: script(client, 'ephPutAuth', lua.PUT_AUTH, 1),
     purge: script(client, 'ephPurgeInbox', lua.PURGE_INBOX, 1),
     sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
     mint: replicatedScript(client, 'ephMintKey', lua.MINT_KEY, 3, replicas),
@@ -74,10 +75,10 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   async function addEmails(emails: NewEmail[]): Promise<EmailSummary[]> {
     if (emails.length === 0) return [];
     // each message once, before the rows that reference it (its own slot: a random key's hash tag)
-    const messages = new Map<Uint8Array, { rows: number; expiresAt: number; searchText?: string }>();
+    const messages = new Map<Uint8Array, { rows: number; expiresAt: number; searchText?: string; envelope?: string }>();
     for (const e of emails) {
       const m = messages.get(e.raw);
-      if (!m) messages.set(e.raw, { rows: 1, expiresAt: e.expiresAt, searchText: e.searchText });
+      if (!m) messages.set(e.raw, { rows: 1, expiresAt: e.expiresAt, searchText: e.searchText, envelope: e.envelope ? JSON.stringify(e.envelope) : undefined });
       else {
         m.rows++;
         m.expiresAt = Math.max(m.expiresAt, e.expiresAt);
@@ -88,7 +89,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       const mk = randomUUID();
       keyOf.set(raw, mk);
       const base = k.message(mk);
-      const args: Arg[] = [Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), m.rows, m.expiresAt];
+      const args: Arg[] = [Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), m.rows, m.expiresAt, m.envelope ?? ''];
       if (m.searchText !== undefined) args.push(m.searchText);
       return run.addMessage([base, `${base}:r`], args);
     }));
@@ -203,6 +204,12 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       }),
     readRaw: (mk) => call(() => bytes(`${k.message(mk)}:r`)),
     getViews: (mk) => call(() => client.hget(k.message(mk), 'v')),
+    getAuthentication: (mk) =>
+      call(async (): Promise<StoredAuthentication | null> => {
+        const [x, ae, av] = await client.hmget(k.message(mk), 'x', 'ae', 'av');
+        return x ? { envelope: parseEnvelope(ae), verdicts: av ?? null } : null;
+      }),
+    putAuthentication: (mk, verdicts) => call(async () => void (await run.putAuth([k.message(mk)], [verdicts]))),
     putViews: (mk, views, parts) =>
       call(async () => {
         const base = k.message(mk);

@@ -156,12 +156,14 @@ return out
 
 /**
  * A message, stored once. KEYS: its hash (n: rows referencing it, x: expiry, v: views, pc: parts,
- * t: search text), its raw bytes. ARGV: raw, rows, expiresAt, and its search text when it has one.
+ * t: search text, ae: SMTP envelope, av: authentication verdicts), its raw bytes. ARGV: raw, rows,
+ * expiresAt, its envelope ('' when none), and its search text when it has one.
  * Both expire at expiresAt by Redis itself.
  */
 export const ADD_MESSAGE = `
 redis.call('HSET', KEYS[1], 'n', ARGV[2], 'x', ARGV[3])
-if ARGV[4] then redis.call('HSET', KEYS[1], 't', ARGV[4]) end
+if ARGV[4] and ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'ae', ARGV[4]) end
+if ARGV[5] then redis.call('HSET', KEYS[1], 't', ARGV[5]) end
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])
 redis.call('SET', KEYS[2], ARGV[1], 'PXAT', ARGV[3])
 return 1
@@ -206,6 +208,12 @@ return 0
 `;
 
 /** The search text of a message that has none. KEYS[1]: its hash; ARGV[1]: the text. 1 when written. */
+export const PUT_AUTH = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'av', ARGV[1])
+return 1
+`;
+
 export const PUT_SEARCH_TEXT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], 't', ARGV[1])

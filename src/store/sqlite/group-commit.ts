@@ -23,7 +23,9 @@ export type WriteJob =
    * (SQL.insertEmail parameters). A raw message over 64 KiB that owns its buffer is moved to the
    * writer thread: do not use it after.
    */
-  | { kind: 'add'; messages: [string, Uint8Array, number, (string | null)?][]; emails: unknown[][] }
+  | { kind: 'add'; messages: [string, Uint8Array, number, (string | null)?, (string | null)?][]; emails: unknown[][] }
+  /** The authentication verdicts of a message; 0 when it is gone. */
+  | { kind: 'auth'; key: string; verdicts: string }
   /** The search text of a message that has none; 0 when it has one or is gone. */
   | { kind: 'search'; key: string; text: string }
   /** Derived views of a message and its decoded parts; 0 when the message was already freed. */
@@ -43,6 +45,7 @@ function makeOps(db, SQL) {
       for (const m of j.messages) {
         st.insertMessage.run(m[0], buf(m[1]), m[2]);
         if (m[3] != null) st.insertSearch.run(m[0], Buffer.from(m[3], 'utf8'), m[0]);
+        if (m[4] != null) st.insertAuth.run(m[0], m[4]);
       }
       for (const e of j.emails) st.insertEmail.run(...e);
       return 0;
@@ -52,6 +55,9 @@ function makeOps(db, SQL) {
       const n = st.setViews.run(j.views, j.key).changes;
       if (n) j.parts.forEach((p, i) => st.insertPart.run(j.key, i, buf(p), j.key));
       return n;
+    },
+    auth(j) {
+      return st.setAuth.run(j.key, j.verdicts, j.key).changes;
     },
     search(j) {
       return st.insertSearch.run(j.key, Buffer.from(j.text, 'utf8'), j.key).changes;

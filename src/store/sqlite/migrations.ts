@@ -217,6 +217,16 @@ export const MIGRATIONS: string[] = [
   CREATE INDEX IF NOT EXISTS smtp_faults_by_key ON smtp_faults(key_hash, expires_at);
   CREATE INDEX IF NOT EXISTS smtp_faults_by_expiry ON smtp_faults(expires_at);
   `,
+  // 8 (issue 25): what the authentication checks need from the SMTP session (client IP, HELO name,
+  // MAIL FROM: JSON), kept at ingest, and the verdicts once computed. A table of its own (like 4 and
+  // 5, self-contained), freed with its message.
+  `
+  CREATE TABLE IF NOT EXISTS message_auth (
+    message_key TEXT PRIMARY KEY REFERENCES messages(key) ON DELETE CASCADE,
+    envelope    TEXT,                        -- JSON {clientIp, helo, mailFrom}; null when not over SMTP
+    verdicts    TEXT                         -- JSON (services/authentication.ts), null until computed
+  );
+  `,
 ];
 
 /** Statements shared by the main connection and the writer thread. */
@@ -226,6 +236,9 @@ export const SQL = {
   insertEmail: `INSERT INTO emails (id, address, message_key, sender, mailed_by, subject, has_attachments, received_at, expires_at)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   setViews: 'UPDATE messages SET views = ? WHERE key = ?',
+  insertAuth: 'INSERT OR IGNORE INTO message_auth (message_key, envelope) VALUES (?, ?)',
+  setAuth: `INSERT INTO message_auth (message_key, verdicts) SELECT ?, ? WHERE EXISTS (SELECT 1 FROM messages WHERE key = ?)
+      ON CONFLICT(message_key) DO UPDATE SET verdicts = excluded.verdicts`,
   clearParts: 'DELETE FROM message_parts WHERE message_key = ?',
   insertPart: 'INSERT INTO message_parts (message_key, n, content) SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages WHERE key = ?)',
   sweepEmails: 'DELETE FROM emails WHERE id IN (SELECT id FROM emails WHERE expires_at <= ? LIMIT ?)',

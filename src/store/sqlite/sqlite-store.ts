@@ -13,7 +13,7 @@ import { MIGRATIONS } from './migrations.ts';
 import { createSqliteDomains } from './domains.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
 import { createSqliteFaults } from './faults.ts';
-import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail } from '../store.ts';
+import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
 
 const CHUNK = 256 * 1024;
 /** Rows one sweep transaction deletes: a flood expiring never holds the writer for long. */
@@ -87,6 +87,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
     rawSize: db.prepare('SELECT length(raw) AS n FROM messages WHERE key = ?').pluck(),
     rawChunk: db.prepare('SELECT substr(raw, ?, ?) FROM messages WHERE key = ?').pluck(),
     views: db.prepare('SELECT views FROM messages WHERE key = ?').pluck(),
+    auth: db.prepare('SELECT a.envelope AS envelope, a.verdicts AS verdicts FROM messages m LEFT JOIN message_auth a ON a.message_key = m.key WHERE m.key = ?'),
     // ids as one JSON array (a batch is at most a page of a list)
     // instr() over the UTF-8 bytes, inside SQLite: no string per message is made on this thread
     matchText: db.prepare(`SELECT e.id AS id, CASE WHEN s.text IS NULL THEN NULL ELSE instr(s.text, ?) > 0 END AS hit
@@ -123,12 +124,12 @@ export function createSqliteStore(path: string, options: { random?: () => number
   function addEmails(emails: NewEmail[]): Promise<EmailSummary[]> {
     if (emails.length === 0) return Promise.resolve([]);
     // ids in input order; a message's key is the id of its first row, its expiry the latest of its rows
-    const messages = new Map<Uint8Array, [string, Uint8Array, number, string | null]>();
+    const messages = new Map<Uint8Array, [string, Uint8Array, number, string | null, string | null]>();
     const rows: unknown[][] = [];
     const summaries = emails.map((e): EmailSummary => {
       const id = ids.next(e.receivedAt);
       let m = messages.get(e.raw);
-      if (!m) messages.set(e.raw, (m = [id, e.raw, e.expiresAt, e.searchText ?? null]));
+      if (!m) messages.set(e.raw, (m = [id, e.raw, e.expiresAt, e.searchText ?? null, e.envelope ? JSON.stringify(e.envelope) : null]));
       else if (e.expiresAt > m[2]) m[2] = e.expiresAt;
       rows.push([id, e.address, m[0], e.sender, e.mailedBy, e.subject, e.hasAttachments ? 1 : 0, e.receivedAt, e.expiresAt]);
       return summaryOf(id, e);
@@ -197,6 +198,12 @@ export function createSqliteStore(path: string, options: { random?: () => number
       guard(() => bytes(q.rawSize.get(key) as number | undefined, (at) => q.rawChunk.get(at + 1, CHUNK, key) as Buffer | undefined)),
     getViews: (key) => guard(() => (q.views.get(key) as string | null | undefined) ?? null),
     putViews: (key, views, parts) => writes.write({ kind: 'views', key, views, parts }).then(() => undefined),
+    getAuthentication: (key) =>
+      guard((): StoredAuthentication | null => {
+        const r = q.auth.get(key) as { envelope: string | null; verdicts: string | null } | undefined;
+        return r ? { envelope: parseEnvelope(r.envelope), verdicts: r.verdicts } : null;
+      }),
+    putAuthentication: (key, verdicts) => writes.write({ kind: 'auth', key, verdicts }).then(() => undefined),
     matchText: (list, needle, now) =>
       guard(() => {
         if (list.length === 0) return [];

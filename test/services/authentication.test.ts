@@ -1,0 +1,108 @@
+// The pieces of the authentication verdicts without the service: the caching, time-bounded resolver
+// (against a loopback DNS server), the mapping of mailauth's result on hostile input, and the
+// EPHEMAIL_DNS_SERVERS setting. The whole path over real sockets: test/smtp/authentication.test.ts.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../../src/config.ts';
+import { authHints, authLine } from '../../src/domain/authentication.ts';
+import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES } from '../../src/smtp/authenticate.ts';
+import { deadPort, startDns, type TestDns } from '../helpers/dns.ts';
+
+describe('the caching resolver', () => {
+  let dns: TestDns;
+  before(async () => {
+    dns = await startDns({ txt: { 'acme.test': ['v=spf1 -all'] } });
+  });
+  after(async () => dns?.close());
+
+  test('an answer is asked once and then read from the cache; a missing name is cached too', async () => {
+    const r = createCachingResolver([dns.server], 1000);
+    const deadline = Date.now() + 5000;
+    assert.deepEqual(await r.resolve('acme.test', 'TXT', deadline), [['v=spf1 -all']]);
+    assert.deepEqual(await r.resolve('ACME.test', 'TXT', deadline), [['v=spf1 -all']]);
+    await assert.rejects(r.resolve('missing.test', 'TXT', deadline), { code: 'ENOTFOUND' });
+    await assert.rejects(r.resolve('missing.test', 'TXT', deadline), { code: 'ENOTFOUND' });
+    assert.deepEqual(dns.questions.filter((q) => q.endsWith('acme.test')), ['TXT acme.test']);
+    assert.deepEqual(dns.questions.filter((q) => q.endsWith('missing.test')), ['TXT missing.test']);
+  });
+
+  test('past the deadline every query fails at once without asking', async () => {
+    const r = createCachingResolver([dns.server], 1000);
+    const before = dns.questions.length;
+    await assert.rejects(r.resolve('late.test', 'TXT', Date.now() - 1), { code: 'ETIMEOUT' });
+    assert.equal(dns.questions.length, before);
+  });
+
+  test('an unreachable server fails within the query timeout, and the failure is cached briefly', async () => {
+    const r = createCachingResolver([`127.0.0.1:${await deadPort()}`], 500);
+    const t0 = performance.now();
+    await assert.rejects(r.resolve('acme.test', 'TXT', Date.now() + 5000), (e: { code?: string }) => typeof e.code === 'string');
+    assert.ok(performance.now() - t0 < 1500, `failed after ${Math.round(performance.now() - t0)} ms`);
+    const t1 = performance.now();
+    await assert.rejects(r.resolve('acme.test', 'TXT', Date.now() + 5000));
+    assert.ok(performance.now() - t1 < 50, 'the second failure came from the cache');
+  });
+});
+
+describe('verdicts of hostile input', () => {
+  const task = (dnsServer: string) => ({
+    envelope: { clientIp: '127.0.0.1', helo: 'client.test', mailFrom: '' },
+    dnsServers: [dnsServer],
+    authservId: 'ephemail.test',
+    budgetMs: 1500,
+    queryTimeoutMs: 500,
+  });
+  let dns: TestDns;
+  before(async () => {
+    dns = await startDns({ txt: {} });
+  });
+  after(async () => dns?.close());
+
+  const inputs: [string, Buffer][] = [
+    ['random bytes', randomBytes(64 * 1024)],
+    ['no header at all', Buffer.from('just a body\r\n')],
+    ['a broken DKIM-Signature', Buffer.from('DKIM-Signature: v=1; a=rsa-sha256; d=; s=\u0000; b=!!!; bh=???\r\nFrom: a@\r\n\r\nbody\r\n')],
+    ['a 1 MiB header line and 5,000 From headers', Buffer.from(`Subject: ${'x'.repeat(1 << 20)}\r\n${'From: a@b.test\r\n'.repeat(5000)}\r\nbody\r\n`)],
+    ['an empty message', Buffer.alloc(0)],
+  ];
+  test(`300 DKIM signatures, each with its own l=: at most ${MAX_SIGNATURES} are verified, within the budget`, async () => {
+    const sigs = Array.from({ length: 300 }, (_, i) => `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=s${i}.test; s=k;\r\n l=${100_000 + i}; h=from; bh=AAAA; b=AAAA`).join('\r\n');
+    const raw = Buffer.from(`${sigs}\r\nFrom: a@b.test\r\nSubject: many\r\n\r\n${'x'.repeat(200_000)}\r\n`);
+    const capped = capSignatures(raw);
+    assert.equal((capped.toString('latin1').match(/^DKIM-Signature:/gm) ?? []).length, MAX_SIGNATURES);
+    assert.match(capped.toString('latin1'), /\r\nFrom: a@b\.test\r\nSubject: many\r\n\r\nxxx/, 'the other fields and the body are kept');
+    assert.doesNotMatch(capped.toString('latin1'), /d=s10\.test|l=100010/, 'the folded lines of the left-out fields go too');
+    const small = Buffer.from('From: a@b.test\r\n\r\nbody');
+    assert.equal(capSignatures(small), small, 'a message with few is passed as is');
+    const t0 = performance.now();
+    const v = await authenticateMessage(new Uint8Array(raw), task(dns.server));
+    assert.ok(performance.now() - t0 < 2500);
+    assert.ok(v.dkim.length <= MAX_SIGNATURES, `${v.dkim.length} signatures`);
+  });
+
+  for (const [what, raw] of inputs) {
+    test(`${what}: a verdict of the wire shape within the budget, never a throw`, async () => {
+      const t0 = performance.now();
+      const v = await authenticateMessage(new Uint8Array(raw), task(dns.server));
+      assert.ok(performance.now() - t0 < 1500 + 1000, `took ${Math.round(performance.now() - t0)} ms`);
+      assert.equal(typeof v.spf.result, 'string');
+      assert.ok(Array.isArray(v.dkim));
+      assert.equal(typeof v.dmarc.result, 'string');
+      assert.equal(typeof v.arc.result, 'string');
+      assert.match(v.header, /^ephemail\.test;/);
+      assert.doesNotMatch(v.header, /[\r\n]/, 'one line');
+      assert.equal(v.spf.domain, 'client.test', 'the HELO name for the null sender');
+      assert.equal(typeof authLine(v), 'string');
+      assert.ok(Array.isArray(authHints(v)));
+    });
+  }
+});
+
+test('EPHEMAIL_DNS_SERVERS: host or host:port, IPv6 in brackets; anything else is refused at start', () => {
+  assert.deepEqual(loadConfig({}).dnsServers, []);
+  assert.deepEqual(loadConfig({ EPHEMAIL_DNS_SERVERS: '127.0.0.1:5353, [::1]:53,9.9.9.9,[2001:db8::1],2001:db8::2' }).dnsServers, ['127.0.0.1:5353', '[::1]:53', '9.9.9.9', '[2001:db8::1]', '2001:db8::2']);
+  for (const bad of ['dns.example', '127.0.0.1:0', '127.0.0.1:70000', '[127.0.0.1]:53', '::1:53x', '1.2.3:53', ',']) {
+    assert.throws(() => loadConfig({ EPHEMAIL_DNS_SERVERS: bad }), /EPHEMAIL_DNS_SERVERS/, bad);
+  }
+});
