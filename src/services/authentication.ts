@@ -10,6 +10,7 @@ import type { Authentication, AuthTask } from '../smtp/authenticate.ts';
 import { createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import type { ParseLimits } from '../smtp/parse.ts';
 import type { Store } from '../store/store.ts';
+import { collect } from './views.ts';
 
 export type { Authentication } from '../smtp/authenticate.ts';
 
@@ -59,16 +60,6 @@ function parseVerdicts(json: string | null): Authentication | null {
   }
 }
 
-async function collect(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Uint8Array | null> {
-  const out = new Uint8Array(new ArrayBuffer(size));
-  let at = 0;
-  for await (const c of chunks) {
-    if (at + c.byteLength > size) return null;
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return at === size ? out : null;
-}
 
 export function createAuthenticationService(store: Store, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once

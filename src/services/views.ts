@@ -62,8 +62,8 @@ export interface ViewService {
   close(): Promise<void>;
 }
 
-/** Reads a stored byte stream whole. */
-async function collect(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Uint8Array | null> {
+/** Reads a stored byte stream whole (null when it is not `size` bytes: deleted or changed meanwhile). */
+export async function collect(chunks: AsyncIterable<Uint8Array>, size: number): Promise<Uint8Array | null> {
   const out = new Uint8Array(new ArrayBuffer(size));
   let at = 0;
   for await (const c of chunks) {
