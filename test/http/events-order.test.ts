@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
 import { message, sendRaw } from '../helpers/smtp.ts';
 import { openStream } from '../helpers/sse.ts';
-import { TEST_REDIS_URL, SKIP_REDIS } from '../redis/servers.ts';
+import { TEST_REDIS_URL, SKIP_REDIS, testStoreUrl } from '../redis/servers.ts';
 
 const ROUNDS = 50;
 
@@ -18,8 +18,7 @@ const backends: [string, () => Record<string, string>, string | false][] = [
   [
     'Redis',
     () => {
-      const u = new URL(TEST_REDIS_URL);
-      return { EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=ephtest:order:${randomUUID().slice(0, 8)}:` };
+      return { EPHEMAIL_STORE: testStoreUrl(`ephtest:order:${randomUUID().slice(0, 8)}:`) };
     },
     SKIP_REDIS,
   ],

@@ -15,7 +15,7 @@ import { BIN } from '../helpers/serve.ts';
 import { sendRaw } from '../helpers/smtp.ts';
 import { until } from '../helpers/time.ts';
 import { startNode, type Node } from './nodes.ts';
-import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, describeRedis, dropPrefix } from './servers.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, describeRedis, dropPrefix, testStoreUrl } from './servers.ts';
 
 const TOKEN = 'pair-admin-token-0123456789abcdefghijkl';
 const prefix = `ephtest:domains:${randomUUID().slice(0, 8)}:`;
@@ -103,9 +103,8 @@ describeRedis('domains and the admin API on two nodes of one Redis', { skip: SKI
   before(async () => {
     redis = connect(parseRedisUrl(TEST_REDIS_URL));
     await whenReady(redis, 10_000);
-    const u = new URL(TEST_REDIS_URL);
     env = {
-      EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`,
+      EPHEMAIL_STORE: testStoreUrl(prefix),
       EPHEMAIL_DOMAINS: 'ephemail.test',
       EPHEMAIL_ADMIN_TOKEN: TOKEN,
       EPHEMAIL_SESSION_SECRET: 'domains-pair-secret-of-at-least-32-bytes',

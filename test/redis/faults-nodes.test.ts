@@ -8,7 +8,7 @@ import { after, before, it } from 'node:test';
 import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
 import { message, sendRaw } from '../helpers/smtp.ts';
 import { startNode, type Node } from './nodes.ts';
-import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, describeRedis, dropPrefix } from './servers.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, describeRedis, dropPrefix, testStoreUrl } from './servers.ts';
 
 const prefix = `ephtest:faults:${randomUUID().slice(0, 8)}:`;
 const enc = encodeURIComponent;
@@ -22,9 +22,8 @@ describeRedis('SMTP faults on two nodes of one Redis', { skip: SKIP_REDIS, concu
   before(async () => {
     redis = connect(parseRedisUrl(TEST_REDIS_URL));
     await whenReady(redis, 10_000);
-    const u = new URL(TEST_REDIS_URL);
     const env = {
-      EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`,
+      EPHEMAIL_STORE: testStoreUrl(prefix),
       EPHEMAIL_SESSION_SECRET: 'faults-nodes-test-secret-of-at-least-32-bytes',
       EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '20',
     };

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
 import { until } from '../helpers/time.ts';
 import { startNode, type Node } from './nodes.ts';
-import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis } from './servers.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis, testStoreUrl } from './servers.ts';
 
 const PER_MINUTE = 30;
 const WAITS = 3;
@@ -38,9 +38,8 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
   before(async () => {
     redis = connect(parseRedisUrl(TEST_REDIS_URL));
     await whenReady(redis, 10_000);
-    const u = new URL(TEST_REDIS_URL);
     env = {
-      EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`,
+      EPHEMAIL_STORE: testStoreUrl(prefix),
       EPHEMAIL_SESSION_SECRET: 'multinode-test-secret-of-at-least-32-bytes',
       EPHEMAIL_LIMIT_KEY_PER_MINUTE: String(PER_MINUTE),
       EPHEMAIL_LIMIT_KEY_CONCURRENT_WAITS: String(WAITS),

@@ -10,16 +10,15 @@ import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from
 import { startReceiver } from '../helpers/receiver.ts';
 import { openStream } from '../helpers/sse.ts';
 import { startNode, type Node } from './nodes.ts';
-import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis } from './servers.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis, testStoreUrl } from './servers.ts';
 
 const prefix = `ephtest:push:${randomUUID().slice(0, 8)}:`;
 const enc = encodeURIComponent;
 const json = { 'content-type': 'application/json' };
 
 function envFor(p: string): Record<string, string> {
-  const u = new URL(TEST_REDIS_URL);
   return {
-    EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${p}`,
+    EPHEMAIL_STORE: testStoreUrl(p),
     EPHEMAIL_SESSION_SECRET: 'push-nodes-test-secret-of-at-least-32-bytes',
     EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true',
     EPHEMAIL_WEBHOOK_WILDCARD: 'true', // the webhook test watches *@ephemail.test

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { FAKE_REPORT, fakeSpamd } from '../helpers/spamd.ts';
-import { SKIP_REDIS, TEST_REDIS_URL, describeRedis, dropPrefix } from './servers.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, describeRedis, dropPrefix, testStoreUrl } from './servers.ts';
 
 describeRedis('sender checks on Redis', { skip: SKIP_REDIS, concurrency: 1 }, () => {
   const prefix = `eph-sc-${randomUUID().slice(0, 8)}:`;
@@ -19,9 +19,8 @@ describeRedis('sender checks on Redis', { skip: SKIP_REDIS, concurrency: 1 }, ()
     redis = connect(parseRedisUrl(TEST_REDIS_URL));
     await whenReady(redis, 10_000);
     fake = await fakeSpamd(FAKE_REPORT);
-    const u = new URL(TEST_REDIS_URL);
     const env = {
-      EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`,
+      EPHEMAIL_STORE: testStoreUrl(prefix),
       EPHEMAIL_SESSION_SECRET: 'sender-checks-test-secret-of-at-least-32-bytes',
       EPHEMAIL_SPAMD: `127.0.0.1:${fake.port}`,
     };

@@ -10,6 +10,11 @@ import { Cluster, Redis } from 'ioredis';
 
 /** The shared Redis of `npm test` ('' when missing: Redis tests then skip, loudly). */
 export const TEST_REDIS_URL = process.env.EPHEMAIL_TEST_REDIS_URL ?? '';
+/** EPHEMAIL_STORE for the shared test Redis with its keys under `prefix` (one test's own keyspace). */
+export const testStoreUrl = (prefix: string): string => {
+  const u = new URL(TEST_REDIS_URL);
+  return `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`;
+};
 export const SKIP_REDIS = TEST_REDIS_URL ? false : 'NO REDIS: EPHEMAIL_TEST_REDIS_URL is empty (start redis-server; CI fails on this)';
 export const HAVE_REDIS_SERVER = spawnSync('redis-server', ['--version']).status === 0;
 export const SKIP_SERVER = SKIP_REDIS || (HAVE_REDIS_SERVER ? false : 'NO redis-server binary: cannot start a private Redis or Cluster');

@@ -12,7 +12,7 @@ import { deadPort, startDns, type TestDns } from '../helpers/dns.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { sendRaw } from '../helpers/smtp.ts';
 import { until } from '../helpers/time.ts';
-import { SKIP_REDIS, TEST_REDIS_URL } from '../redis/servers.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, testStoreUrl } from '../redis/servers.ts';
 
 const keyPair = () => {
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 1024 });
@@ -191,11 +191,10 @@ describe('authentication verdicts on Redis', { skip: SKIP_REDIS }, () => {
   let svc: TestService;
   before(async () => {
     dns = await startDns(ZONE);
-    const u = new URL(TEST_REDIS_URL);
     svc = await startService({
       ...UNLIMITED,
       EPHEMAIL_DNS_SERVERS: dns.server,
-      EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=ephtest:auth:${randomUUID().slice(0, 8)}:`,
+      EPHEMAIL_STORE: testStoreUrl(`ephtest:auth:${randomUUID().slice(0, 8)}:`),
     }, { authentication: { budgetMs: BUDGET_MS } });
   });
   after(async () => {

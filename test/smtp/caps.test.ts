@@ -11,7 +11,7 @@ import { captureLog } from '../helpers/log.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { SmtpClient, message, toWire } from '../helpers/smtp.ts';
 import { movableMidMinuteClock } from '../helpers/time.ts';
-import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix } from '../redis/servers.ts';
+import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, testStoreUrl } from '../redis/servers.ts';
 
 const D = 'ephemail.test';
 const addr = (tag: string) => `${tag}-${randomUUID().slice(0, 8)}@${D}`;
@@ -129,9 +129,8 @@ describe('SMTP inbound caps across two nodes on one Redis', { skip: SKIP_REDIS }
   let b: TestService;
   let redis: RedisClient;
   before(async () => {
-    const u = new URL(TEST_REDIS_URL);
     const env = {
-      EPHEMAIL_STORE: `redis://${u.host}${u.pathname === '/' ? '' : u.pathname}?prefix=${prefix}`,
+      EPHEMAIL_STORE: testStoreUrl(prefix),
       EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE: '4',
       EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: '2',
     };
