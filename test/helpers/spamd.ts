@@ -10,7 +10,7 @@ import { join } from 'node:path';
 
 export const SPAMD_BIN = process.env.EPHEMAIL_SPAMD_BIN || ['/usr/sbin/spamd', '/usr/bin/spamd'].find((p) => existsSync(p)) || '';
 /** Why spamd tests cannot run here, or ''. */
-export const spamdMissing = SPAMD_BIN ? '' : 'no spamd (/usr/sbin/spamd): apt-get install -y spamassassin (Debian), or EPHEMAIL_SPAMD_BIN=<path>';
+export const spamdMissing = SPAMD_BIN ? '' : 'no spamd (/usr/sbin/spamd): apt-get install -y spamassassin spamd (Debian), or EPHEMAIL_SPAMD_BIN=<path>';
 
 /** A loopback port free at the time of asking. */
 export async function freePort(): Promise<number> {
