@@ -1,15 +1,17 @@
 // Authentication verdicts (SPF, DKIM, DMARC, ARC): a derived view of a stored message, computed once
 // with mailauth on a worker thread of its own (smtp/authenticate.ts), within a time budget, kept in
-// the store beside the message and never computed again. Ingest schedules it right after the 250
-// (in the background: the 250 never waits for it); a read of a message that has none yet schedules
-// it too (another node stored it, or this one restarted) and answers `null` meanwhile.
+// the store beside the message and never computed again. Ingest hands over the bytes it holds right
+// after the 250 (in the background: the 250 never waits for it; nothing is read back from the store);
+// the worker runs at a lower CPU priority, so under load ingest comes first and the verdicts take
+// what is left. A read of a message that has none yet schedules it too (another node stored it,
+// this one restarted, or the queue was full) and answers `null` meanwhile.
 // docs/authentication.md has the design.
 import type { Logger } from 'pino';
 import { temperrorVerdict } from '../domain/authentication.ts';
 import type { Authentication, AuthTask } from '../smtp/authenticate.ts';
 import { createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import type { ParseLimits } from '../smtp/parse.ts';
-import type { Store } from '../store/store.ts';
+import type { MessageEnvelope, Store } from '../store/store.ts';
 import { collect } from './views.ts';
 
 export type { Authentication } from '../smtp/authenticate.ts';
@@ -19,10 +21,15 @@ export const AUTH_BUDGET = Object.freeze({ totalMs: 4000, queryMs: 1500 });
 /** Verdicts computed at once (they mostly wait on DNS), and waiting; more are dropped (a read asks again). */
 const MAX_RUNNING = 16;
 const MAX_WAITING = 1000;
+/** Bytes of messages held by waiting verdicts; past it a verdict reads its message back when it runs. */
+const MAX_HELD_BYTES = 32 * 1024 * 1024;
 
 export interface AuthenticationService {
-  /** Computes the verdicts of this email's message in the background (after ingest). */
-  scheduleEmail(emailId: string): void;
+  /**
+   * Computes the verdicts of a message just stored, in the background, from the bytes ingest holds
+   * (read back from the store only when they were handed on meanwhile or too many are waiting).
+   */
+  scheduleMessage(messageKey: string, raw: Uint8Array, envelope: MessageEnvelope): void;
   /**
    * The kept verdicts of a message, or null (none yet; or none ever). A message received more than
    * its budget and a second ago that has none gets them scheduled here (its ingest's job was lost: a
@@ -63,7 +70,8 @@ function parseVerdicts(json: string | null): Authentication | null {
 
 export function createAuthenticationService(store: Store, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once
-  const pool = options.pool ?? createParsePool({ workers: 1, preload: 'authenticate', warn: (msg, err) => log.warn({ err }, msg) });
+  // at a lower CPU priority: verdicts are on no 250's path, so under load ingest comes first
+  const pool = options.pool ?? createParsePool({ workers: 1, preload: 'authenticate', background: true, warn: (msg, err) => log.warn({ err }, msg) });
   const budgetMs = options.budgetMs ?? AUTH_BUDGET.totalMs;
   const queryTimeoutMs = Math.min(options.queryTimeoutMs ?? AUTH_BUDGET.queryMs, budgetMs);
   const now = options.now ?? Date.now;
@@ -90,17 +98,29 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
     }
   };
 
-  async function compute(key: string): Promise<void> {
-    const kept = await store.getAuthentication(key);
-    if (!kept || kept.verdicts || !kept.envelope) return; // gone, done already, or not over SMTP
-    const src = await store.readRaw(key);
-    const raw = src && (await collect(src.chunks, src.sizeBytes));
+  /** Bytes held by waiting verdicts (given by ingest, not yet handed to the worker). */
+  let heldBytes = 0;
+
+  /** `given`: the envelope and, when still held, the bytes ingest stored (nothing read back then). */
+  async function compute(key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }): Promise<void> {
+    let envelope = given?.envelope;
+    if (!envelope) {
+      const kept = await store.getAuthentication(key);
+      if (!kept || kept.verdicts || !kept.envelope) return; // gone, done already, or not over SMTP
+      envelope = kept.envelope;
+    }
+    let raw = given?.raw ?? null;
+    if (!raw) {
+      const src = await store.readRaw(key);
+      raw = src && (await collect(src.chunks, src.sizeBytes));
+    }
     if (!raw) return;
-    const task: AuthTask = { envelope: kept.envelope, dnsServers: options.dnsServers, authservId: options.authservId, budgetMs, queryTimeoutMs };
+    const task: AuthTask = { envelope, dnsServers: options.dnsServers, authservId: options.authservId, budgetMs, queryTimeoutMs };
     const started = now();
     let verdict: Authentication;
     try {
-      verdict = await pool.run('authenticate', raw, limits, { options: { html: false, auth: task }, offThread: true });
+      // ingest's bytes are copied to the worker (the caller may still hold them); read ones are handed over
+      verdict = await pool.run('authenticate', raw, limits, { options: { html: false, auth: task }, offThread: true, keepRaw: Boolean(given?.raw) });
     } catch (err) {
       if (closed) return;
       // the worker died or was stopped as stuck: kept as temperror, so no read asks for it again
@@ -111,16 +131,24 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
     await store.putAuthentication(key, JSON.stringify(verdict));
   }
 
-  const schedule = (key: string, find?: () => Promise<string | null>) => {
+  const schedule = (key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }) => {
     if (closed || known.has(key) || known.size >= MAX_WAITING + MAX_RUNNING) return;
     known.add(key);
+    // bytes handed on meanwhile (a large message goes to the store's writer thread) read as empty
+    let held = given?.raw && given.raw.byteLength > 0 && heldBytes + given.raw.byteLength <= MAX_HELD_BYTES ? given.raw : null;
+    if (held) heldBytes += held.byteLength;
+    const release = () => {
+      if (held) heldBytes -= held.byteLength;
+      held = null;
+    };
     queue.push(async () => {
+      const raw = held;
       try {
-        const messageKey = find ? await find() : key;
-        if (messageKey) await compute(messageKey);
+        await compute(key, given && { envelope: given.envelope, raw });
       } catch (err) {
         log.warn({ err }, 'authentication verdicts could not be computed; a later read asks again');
       } finally {
+        release();
         known.delete(key);
       }
     });
@@ -128,9 +156,8 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
   };
 
   return {
-    scheduleEmail(emailId) {
-      // by the email's id: its message key is the store's; the verdict is kept under the message
-      schedule(`id:${emailId}`, async () => (await store.getEmail(emailId, now()))?.messageKey ?? null);
+    scheduleMessage(messageKey, raw, envelope) {
+      schedule(messageKey, { envelope, raw });
     },
     async get(key, receivedAt) {
       const kept = await store.getAuthentication(key);
@@ -147,6 +174,7 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
     async close() {
       closed = true;
       queue.length = 0;
+      heldBytes = 0;
       await new Promise<void>((resolve) => (running === 0 ? resolve() : idleWaiters.push(resolve)));
       await pool.close();
     },

@@ -1,14 +1,14 @@
 // Ingest: one received message and its served recipients → the message stored once, one row per
 // inbox → wake-ups. Resolves only after the store made it durable; the SMTP 250 waits on it.
 import type { MessageSummary } from '../smtp/parse.ts';
-import type { EmailSummary, MessageEnvelope, NewEmail } from '../store/store.ts';
+import type { MessageEnvelope, NewEmail, StoredEmail } from '../store/store.ts';
 import type { Core } from './core.ts';
 
 /**
  * `envelope`: the SMTP session's client IP, HELO name and MAIL FROM, kept with the message for its
  * authentication verdicts, which are then computed in the background (never before the 250).
  */
-export async function ingest(core: Core, message: MessageSummary, recipients: string[], mailedBy: string | null, envelope?: MessageEnvelope): Promise<EmailSummary[]> {
+export async function ingest(core: Core, message: MessageSummary, recipients: string[], mailedBy: string | null, envelope?: MessageEnvelope): Promise<StoredEmail[]> {
   const receivedAt = core.clock.now();
   const expiresAt = receivedAt + core.config.emailTtlSeconds * 1000;
   const { raw, sender, subject, hasAttachments, searchText } = message;
@@ -19,6 +19,7 @@ export async function ingest(core: Core, message: MessageSummary, recipients: st
   for (const s of stored) {
     core.bus.publish(s.address, s.id).catch((err) => core.log.warn({ err }, 'wake-up publish failed; held polls will see the mail at their deadline'));
   }
-  if (envelope && stored.length) core.authentication.scheduleEmail(stored[0].id);
+  // the bytes in hand: the verdicts never read the message back (unless it was handed on to the store)
+  if (envelope && stored.length) core.authentication.scheduleMessage(stored[0].messageKey, raw, envelope);
   return stored;
 }

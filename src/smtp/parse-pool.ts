@@ -4,7 +4,7 @@
 // only the tasks it held (an ingest gets a temporary 451, so the sender retries: nothing acknowledged
 // is lost); a task with a budget that runs past it ends its worker (the caller falls back); a pool
 // whose workers cannot start at all works on the main thread instead.
-import { availableParallelism } from 'node:os';
+import { availableParallelism, constants, setPriority } from 'node:os';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 import type { HtmlCheck } from '../domain/html-check.ts';
 import type { Authentication, AuthTask } from './authenticate.ts';
@@ -132,6 +132,11 @@ export interface ParsePoolOptions {
   warn?: (msg: string, err?: unknown) => void;
   /** What a worker loads before it is ready: the parser (default), or the authentication checks. */
   preload?: 'parse' | 'authenticate';
+  /**
+   * Workers run at a lower CPU priority (nice 10, a thread's own on Linux) once loaded, for work on no
+   * client's path: under load the rest of the process comes first (docs/decisions.md).
+   */
+  background?: boolean;
 }
 
 export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
@@ -177,7 +182,7 @@ export function createParsePool(options: ParsePoolOptions = {}): ParsePool {
   };
 
   const spawnSlot = (): Slot => {
-    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx, preload: options.preload ?? 'parse' } });
+    const worker = new Worker(BOOTSTRAP, { eval: true, workerData: { [WORKER_FLAG]: true, entry: import.meta.url, tsx, preload: options.preload ?? 'parse', background: options.background === true } });
     worker.unref(); // never keeps the process alive; close() ends it
     const slot: Slot = { worker, ready: false, inflight: new Map(), outbox: [], transfer: [] };
     worker.on('message', (m: Reply) => {
@@ -364,7 +369,17 @@ if (!isMainThread && parentPort && (workerData as Record<string, unknown> | null
     }
   });
   ((workerData as { preload?: string }).preload === 'authenticate' ? (authModule ??= import('./authenticate.ts')) : loadParser()).then(
-    () => port.postMessage({ ready: true }),
+    () => {
+      // lowered once loaded (a start under load is not slowed): pid 0 is this thread only, on Linux
+      if ((workerData as { background?: boolean }).background) {
+        try {
+          setPriority(0, constants.priority.PRIORITY_BELOW_NORMAL);
+        } catch {
+          // not permitted here: the worker runs at the process's priority
+        }
+      }
+      port.postMessage({ ready: true });
+    },
     (err: unknown) => port.postMessage({ fatal: String((err as Error)?.stack ?? err) }),
   );
 }

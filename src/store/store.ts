@@ -152,7 +152,8 @@ export interface Store {
    * distinct `raw` is stored once (see NewEmail). Resolves only once the data is durable (the SMTP
    * 250 depends on it).
    */
-  addEmails(emails: NewEmail[]): Promise<EmailSummary[]>;
+  /** The new rows, each with the key of its (shared) message. */
+  addEmails(emails: NewEmail[]): Promise<StoredEmail[]>;
 
   /** Live emails of one address (lowercase). Newest first, or oldest first with `since`. */
   listEmails(address: string, query: ListQuery, now: number): Promise<EmailSummary[]>;

@@ -87,7 +87,7 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       await assert.rejects(store.listEmails(inbox(), { limit: 1 }, Date.now()), (e: unknown) => e instanceof StoreUnavailableError, 'listEmails');
     });
 
-    withStore('addEmails returns summaries in input order with UUIDv7 ids; getEmail returns the row and its message', async (store) => {
+    withStore('addEmails returns summaries in input order with UUIDv7 ids and their message keys; getEmail returns the row and its message', async (store) => {
       const a = inbox();
       const b = inbox();
       const now = Date.now();
@@ -105,9 +105,10 @@ export function storeSuite(name: string, harness: StoreHarness): void {
         id: res[0].id, address: a, sender: full.sender, mailedBy: null, subject: full.subject, hasAttachments: true,
         receivedAt: full.receivedAt, expiresAt: full.expiresAt,
       };
-      assert.deepEqual(res[0], summary);
+      assert.deepEqual(res[0], { ...summary, messageKey: got?.messageKey });
       assert.deepEqual({ ...got, messageKey: undefined }, { ...summary, messageKey: undefined });
       assert.equal(typeof got?.messageKey, 'string');
+      assert.notEqual(res[1].messageKey, res[0].messageKey, 'two messages, two keys');
       const raw = await store.readRaw(got!.messageKey);
       assert.equal(raw?.sizeBytes, bytes.length);
       const read = await collect(raw!.chunks);
@@ -127,6 +128,7 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       const stored = await Promise.all(rows.map((r) => store.getEmail(r.id, now)));
       const keys = new Set(stored.map((s) => s!.messageKey));
       assert.equal(keys.size, 1, 'one message for every recipient');
+      assert.deepEqual(new Set(rows.map((r) => r.messageKey)), keys, 'addEmails gives each row the key of its message');
       const [key] = keys;
       assert.equal(new Set(rows.map((r) => r.id)).size, 3, 'one row each');
       await store.putViews(key, '{"v":1}', [Buffer.from('part zero'), Buffer.alloc(0)]);

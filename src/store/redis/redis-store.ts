@@ -72,7 +72,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     return (await run.add([k.sequence(slot)], args)) as string[];
   }
 
-  async function addEmails(emails: NewEmail[]): Promise<EmailSummary[]> {
+  async function addEmails(emails: NewEmail[]): Promise<StoredEmail[]> {
     if (emails.length === 0) return [];
     // each message once, before the rows that reference it (its own slot: a random key's hash tag)
     const messages = new Map<Uint8Array, { rows: number; expiresAt: number; searchText?: string; envelope?: string }>();
@@ -111,7 +111,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       });
       await Promise.all([...groups].map(async ([s, idx]) => (await addGroup(s, idx.map((i) => emails[i]), keyOf)).forEach((id, j) => (ids[idx[j]] = id))));
     }
-    return emails.map((e, i) => summaryOf(ids[i], e));
+    return emails.map((e, i) => ({ ...summaryOf(ids[i], e), messageKey: keyOf.get(e.raw)! }));
   }
 
   /** One row fewer references these messages; the last one frees it. */

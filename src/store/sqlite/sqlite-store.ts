@@ -121,18 +121,18 @@ export function createSqliteStore(path: string, options: { random?: () => number
     }
   };
 
-  function addEmails(emails: NewEmail[]): Promise<EmailSummary[]> {
+  function addEmails(emails: NewEmail[]): Promise<StoredEmail[]> {
     if (emails.length === 0) return Promise.resolve([]);
     // ids in input order; a message's key is the id of its first row, its expiry the latest of its rows
     const messages = new Map<Uint8Array, [string, Uint8Array, number, string | null, string | null]>();
     const rows: unknown[][] = [];
-    const summaries = emails.map((e): EmailSummary => {
+    const summaries = emails.map((e): StoredEmail => {
       const id = ids.next(e.receivedAt);
       let m = messages.get(e.raw);
       if (!m) messages.set(e.raw, (m = [id, e.raw, e.expiresAt, e.searchText ?? null, e.envelope ? JSON.stringify(e.envelope) : null]));
       else if (e.expiresAt > m[2]) m[2] = e.expiresAt;
       rows.push([id, e.address, m[0], e.sender, e.mailedBy, e.subject, e.hasAttachments ? 1 : 0, e.receivedAt, e.expiresAt]);
-      return summaryOf(id, e);
+      return { ...summaryOf(id, e), messageKey: m[0] };
     });
     return writes.write({ kind: 'add', messages: [...messages.values()], emails: rows }).then(() => summaries);
   }
