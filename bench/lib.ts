@@ -1,6 +1,6 @@
 // Shared pieces of the benchmarks: start the service as a child process (`node bin/ephemail.js serve`),
 // read its peak RSS, summarise runs (median and min–max), format figures.
-import { type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { connect } from 'node:net';
@@ -50,6 +50,28 @@ export const BENCH_ENV: Record<string, string> = {
   EPHEMAIL_LOG_LEVEL: 'warn',
 };
 
+let benchDns: Promise<string> | null = null;
+/**
+ * `EPHEMAIL_DNS_SERVERS` for a benchmark's services: one DNS server on loopback per benchmark run, in
+ * a child process (bench/dns-server.ts, zone in bench/zone.ts) that ends with the benchmark.
+ */
+export function benchDnsServers(): Promise<string> {
+  benchDns ??= new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'bench', 'dns-server.ts')], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (!out.includes('\n')) return;
+      // up: from now on it does not keep the benchmark alive (it ends when its stdin closes)
+      child.unref();
+      for (const s of [child.stdin, child.stdout] as unknown as { unref?: () => void }[]) s.unref?.();
+      resolve(out.trim());
+    });
+    child.on('exit', (code) => reject(new Error(`the benchmark DNS server exited with ${code}`)));
+  });
+  return benchDns;
+}
+
 /**
  * Starts `node bin/ephemail.js serve` (test/helpers/serve.ts, the one spawn helper) on free ports
  * with a fresh SQLite file (on disk, so durability costs are real) and waits for health. `nodeArgs` go
@@ -59,7 +81,8 @@ export async function startService(env: Record<string, string> = {}, opts: { nod
   const dir = mkdtempSync(join(tmpdir(), 'ephemail-bench-'));
   let served;
   try {
-    served = await spawnServe({ ...BENCH_ENV, EPHEMAIL_STORE: `sqlite:${join(dir, 'bench.db')}`, ...env }, { ready: 'health', cwd: dir, nodeArgs: opts.nodeArgs, script: opts.script, timeoutMs: opts.timeoutMs, name: 'service' });
+    const dns: Record<string, string> = env.EPHEMAIL_DNS_SERVERS ? {} : { EPHEMAIL_DNS_SERVERS: await benchDnsServers() };
+    served = await spawnServe({ ...BENCH_ENV, ...dns, EPHEMAIL_STORE: `sqlite:${join(dir, 'bench.db')}`, ...env }, { ready: 'health', cwd: dir, nodeArgs: opts.nodeArgs, script: opts.script, timeoutMs: opts.timeoutMs, name: 'service' });
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
     throw err;
@@ -87,6 +110,28 @@ export async function startService(env: Record<string, string> = {}, opts: { nod
 }
 
 /** Current and peak resident set size of a process, in MB (from /proc; Linux only). */
+/** CPU time (user + system, all threads) the process has used so far, in ms (Linux /proc). */
+export function cpuMsOf(pid: number): number {
+  const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+  return ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime, stime in USER_HZ (100 on Linux)
+}
+
+/**
+ * Waits until the process is idle (under 20 ms of CPU in a 500 ms window, at most `maxMs`) and
+ * returns its CPU time then: work a load left behind (background verdicts) is counted with the load.
+ */
+export async function cpuMsSettled(pid: number, maxMs = 120_000): Promise<number> {
+  const end = Date.now() + maxMs;
+  let last = cpuMsOf(pid);
+  for (;;) {
+    await sleep(500);
+    const now = cpuMsOf(pid);
+    if (now - last < 20 || Date.now() > end) return now;
+    last = now;
+  }
+}
+
 export function rssOf(pid: number): { rssMb: number; peakMb: number } {
   try {
     const s = readFileSync(`/proc/${pid}/status`, 'utf8');

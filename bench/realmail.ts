@@ -5,12 +5,17 @@
 // ephemail is printed as a ratio to both. Messages: the realistic 5 KB multipart/alternative message,
 // plain 5 KB text, a ~50 KB HTML newsletter with a text part, and 1 MB with a PDF attachment.
 //
-//   node --import tsx bench/realmail.ts [--runs=3] [--quick] [realistic text newsletter attachment]
+//   node --import tsx bench/realmail.ts [--runs=3] [--quick] [--base=<checkout>] [realistic text newsletter attachment]
+//
+// With --base, another checkout's build (its bin/ephemail.js; `git worktree add /tmp/base <commit> &&
+// (cd /tmp/base && npm ci)`) runs interleaved with this one (the order alternates by run), and each
+// build's CPU per message is printed too: the service process's user + system time from the start of
+// a run until it is idle again (so work left for after the 250, such as the verdicts, is counted).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fmt, freePort, machineLine, parseArgs, ROOT, sleep, spread, waitPort, startService, type Spread } from './lib.ts';
+import { cpuMsOf, cpuMsSettled, fmt, freePort, machineLine, parseArgs, ROOT, sleep, spread, waitPort, startService, type ServiceProcess, type Spread } from './lib.ts';
 import { realisticMessage } from './messages.ts';
 import { attachmentMessage, htmlMessage, textMessage } from './smtp-load.ts';
 import { openSink, SMTP_SINK, SMTP_SOURCE } from './smtp.ts';
@@ -76,9 +81,26 @@ async function maildevCount(web: number): Promise<number> {
   return ((await res.json()) as unknown[]).length;
 }
 
-export interface RealMailResult { key: string; name: string; ephemail: Spread; sink: Spread | null; maildev: Spread | null }
+export interface RealMailResult {
+  key: string;
+  name: string;
+  ephemail: Spread;
+  sink: Spread | null;
+  maildev: Spread | null;
+  /** With a base build: its rate, and both builds' CPU ms per message. */
+  base?: Spread;
+  cpuPerMsg?: { ephemail: Spread; base: Spread };
+}
 
-export async function benchRealMail(opts: { runs: number; quick: boolean; only: string[] }, log: (s: string) => void = console.log): Promise<RealMailResult[]> {
+/** One smtp-source run against a service: msgs/s and the service's CPU ms per message (until idle). */
+async function measured(svc: ServiceProcess, c: Case): Promise<{ rate: number; cpu: number } | null> {
+  const before = cpuMsOf(svc.pid);
+  const rate = source(svc.smtpPort, c);
+  if (rate === null) return null;
+  return { rate, cpu: ((await cpuMsSettled(svc.pid)) - before) / c.messages };
+}
+
+export async function benchRealMail(opts: { runs: number; quick: boolean; only: string[]; base?: string }, log: (s: string) => void = console.log): Promise<RealMailResult[]> {
   if (!SMTP_SOURCE || !SMTP_SINK) {
     log('  smtp-source/smtp-sink not installed (Debian package postfix, see bench/README.md): skipped');
     return [];
@@ -89,20 +111,33 @@ export async function benchRealMail(opts: { runs: number; quick: boolean; only: 
   for (const c of messageFiles(opts.quick).filter((x) => opts.only.length === 0 || opts.only.includes(x.key))) {
     const sink = (await openSink())!;
     const svc = await startService(); // BENCH_ENV: limits raised, log at warn
+    const baseSvc = opts.base ? await startService({}, { script: join(opts.base, 'bin', 'ephemail.js') }) : null;
     const md = withMaildev ? await startMaildev() : null;
     try {
       // warm-up: JIT, worker threads, SQLite page cache
       source(svc.smtpPort, { ...c, messages: Math.min(c.messages, 300) });
+      if (baseSvc) source(baseSvc.smtpPort, { ...c, messages: Math.min(c.messages, 300) });
       if (md) source(md.smtp, { ...c, messages: Math.min(c.messages, 50) });
+      await cpuMsSettled(svc.pid);
+      if (baseSvc) await cpuMsSettled(baseSvc.pid);
       const e: number[] = [];
       const s: number[] = [];
       const m: number[] = [];
+      const bse: number[] = [];
+      const cpuE: number[] = [];
+      const cpuB: number[] = [];
       for (let i = 0; i < opts.runs; i++) {
         const a = source(sink.port, c);
-        const b = source(svc.smtpPort, c);
-        const d = md ? source(md.smtp, c) : null;
         if (a) s.push(a);
-        if (b) e.push(b);
+        // this and base alternate which goes first
+        for (const which of i % 2 === 0 ? ['this', 'base'] : ['base', 'this']) {
+          const target = which === 'this' ? svc : baseSvc;
+          if (!target) continue;
+          const r = await measured(target, c);
+          if (r) (which === 'this' ? e : bse).push(r.rate);
+          if (r) (which === 'this' ? cpuE : cpuB).push(r.cpu);
+        }
+        const d = md ? source(md.smtp, c) : null;
         if (d) m.push(d);
       }
       if (md) {
@@ -111,11 +146,20 @@ export async function benchRealMail(opts: { runs: number; quick: boolean; only: 
         if (held < sent) log(`    maildev holds ${held} of ${sent} messages it acknowledged`);
       }
       const r: RealMailResult = { key: c.key, name: c.name, ephemail: spread(e), sink: s.length ? spread(s) : null, maildev: m.length ? spread(m) : null };
+      if (bse.length && cpuB.length) {
+        r.base = spread(bse);
+        r.cpuPerMsg = { ephemail: spread(cpuE), base: spread(cpuB) };
+      }
       results.push(r);
       const pct = (x: Spread | null) => (x ? `${((r.ephemail.median / x.median) * 100).toFixed(0)}%` : 'n/a');
       const times = (x: Spread | null) => (x ? `${(r.ephemail.median / x.median).toFixed(1)}×` : 'n/a');
       log(`  ${c.name.padEnd(40)} ephemail ${fmt(r.ephemail)} msgs/s | smtp-sink ${r.sink ? fmt(r.sink) : 'n/a'} → ${pct(r.sink)} of sink | maildev ${r.maildev ? fmt(r.maildev) : 'n/a'} → ${times(r.maildev)} maildev`);
+      if (r.base && r.cpuPerMsg) {
+        const cpu = r.cpuPerMsg;
+        log(`  ${''.padEnd(40)} base ${fmt(r.base)} msgs/s → this/base ${(r.ephemail.median / r.base.median).toFixed(2)} | CPU ms/msg this ${cpu.ephemail.median.toFixed(3)} base ${cpu.base.median.toFixed(3)} → this/base ${(cpu.ephemail.median / cpu.base.median).toFixed(2)}`);
+      }
     } finally {
+      await baseSvc?.stop();
       sink.stop();
       md?.proc.kill('SIGTERM');
       await svc.stop();
@@ -127,5 +171,6 @@ export async function benchRealMail(opts: { runs: number; quick: boolean; only: 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const opts = parseArgs(process.argv.slice(2));
   console.log(`# Real mail with smtp-source -d -s ${SESSIONS}: ephemail vs smtp-sink vs maildev 3.0.0, ${opts.runs} interleaved run(s), median (min–max) — ${new Date().toISOString()} — ${machineLine()}`);
-  await benchRealMail({ runs: opts.runs, quick: opts.quick, only: opts.only });
+  const baseArg = process.argv.find((a) => a.startsWith('--base='));
+  await benchRealMail({ runs: opts.runs, quick: opts.quick, only: opts.only, base: baseArg ? baseArg.slice(7) : undefined });
 }
