@@ -4,7 +4,8 @@ import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
 import { searchNeedle } from '../domain/search.ts';
-import type { EmailSummary, ListQuery, StoredBytes } from '../store/store.ts';
+import type { EmailSummary } from '../domain/summary.ts';
+import type { ListQuery, StoredBytes } from '../store/store.ts';
 import type { Core } from './core.ts';
 import type { Reader } from './views.ts';
 

@@ -11,7 +11,8 @@
 // across processes (Redis) lists and rows are read through and only keys are cached.
 //
 // Bounded by bytes (an estimate of what each entry holds); the oldest entries go first.
-import type { EmailSummary, KeyRecord, ListQuery, Store, StoredEmail } from './store.ts';
+import type { EmailSummary } from '../domain/summary.ts';
+import type { KeyRecord, ListQuery, Store, StoredEmail } from './store.ts';
 
 export interface ReadCacheOptions {
   /** Bytes held at most (estimated: two per character plus a fixed overhead per entry). Default 32 MiB. */

@@ -5,17 +5,7 @@
 import type { DomainStore } from './domains.ts';
 import type { FaultStore } from './faults.ts';
 import type { WebhookStore } from './webhooks.ts';
-
-/** What every email has, from its envelope and arrival (summaries carry these). */
-interface Arrival {
-  /** Normalised (lowercase) inbox address. */
-  address: string;
-  sender: string;
-  mailedBy: string | null;
-  subject: string;
-  receivedAt: number;
-  expiresAt: number;
-}
+import type { Arrival, EmailSummary } from '../domain/summary.ts';
 
 /**
  * One recipient's row of a received message, before the store assigns its id. The message itself is
@@ -54,11 +44,6 @@ export interface StoredAuthentication {
   envelope: MessageEnvelope | null;
   /** The verdicts (an opaque document written by putAuthentication), or null until then. */
   verdicts: string | null;
-}
-
-export interface EmailSummary extends Arrival {
-  id: string;
-  hasAttachments: boolean;
 }
 
 /** The summary of a new row once the store gave it its id (every backend returns these). */

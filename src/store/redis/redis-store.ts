@@ -3,7 +3,8 @@
 // never shows expired mail. Ids are assigned inside the write script from the server's TIME.
 import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
-import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
+import type { EmailSummary } from '../../domain/summary.ts';
+import { summaryOf, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
 import { call, closeClient, closing, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';

@@ -13,7 +13,8 @@ import { MIGRATIONS } from './migrations.ts';
 import { createSqliteDomains } from './domains.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
 import { createSqliteFaults } from './faults.ts';
-import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
+import type { EmailSummary } from '../../domain/summary.ts';
+import { summaryOf, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
 
 const CHUNK = 256 * 1024;
 /** Rows one sweep transaction deletes: a flood expiring never holds the writer for long. */
