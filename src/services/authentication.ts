@@ -9,7 +9,7 @@ import { temperrorVerdict } from '../domain/authentication.ts';
 import type { Authentication, AuthTask } from '../smtp/authenticate.ts';
 import { createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import type { ParseLimits } from '../smtp/parse.ts';
-import type { Store } from '../store/store.ts';
+import type { MailStore } from '../store/store.ts';
 import { collect } from './views.ts';
 
 export type { Authentication } from '../smtp/authenticate.ts';
@@ -61,7 +61,7 @@ function parseVerdicts(json: string | null): Authentication | null {
 }
 
 
-export function createAuthenticationService(store: Store, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
+export function createAuthenticationService(store: MailStore, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once
   const pool = options.pool ?? createParsePool({ workers: 1, preload: 'authenticate', warn: (msg, err) => log.warn({ err }, msg) });
   const budgetMs = options.budgetMs ?? AUTH_BUDGET.totalMs;

@@ -88,7 +88,7 @@ export async function addFault(core: Core, keyHash: string, rawAddress: string, 
     times: f.times ?? null, remaining: f.times ?? null,
     createdAt: now, expiresAt: now + core.config.emailTtlSeconds * 1000,
   };
-  const r = await core.store.faults.addFault(rule, FAULTS_PER_ADDRESS, FAULTS_PER_KEY, now);
+  const r = await core.faults.addFault(rule, FAULTS_PER_ADDRESS, FAULTS_PER_KEY, now);
   if (r === 'address_full') throw new AppError('conflict', `${address} already has ${FAULTS_PER_ADDRESS} fault rules (all keys together); delete one with DELETE /api/v1/inboxes/{address}/faults/{id} first`);
   if (r === 'key_full') throw new AppError('conflict', `this key already has ${FAULTS_PER_KEY} fault rules; delete some first (they also expire with the inbox TTL)`);
   core.log.info({ fault_id: rule.id, address, stage: rule.stage, reply: rule.reply, delay_seconds: rule.delaySeconds, disconnect: rule.disconnect, times: rule.times }, 'SMTP fault rule added');
@@ -97,15 +97,15 @@ export async function addFault(core: Core, keyHash: string, rawAddress: string, 
 
 export async function listFaults(core: Core, keyHash: string, rawAddress: string): Promise<{ address: string; rules: FaultRule[] }> {
   const { address } = resolveInbox(core, rawAddress);
-  return { address, rules: await core.store.faults.listFaults(address, keyHash, core.clock.now()) };
+  return { address, rules: await core.faults.listFaults(address, keyHash, core.clock.now()) };
 }
 
 export async function clearFaults(core: Core, keyHash: string, rawAddress: string): Promise<{ address: string; deleted: number }> {
   const { address } = resolveInbox(core, rawAddress);
-  return { address, deleted: await core.store.faults.clearFaults(address, keyHash) };
+  return { address, deleted: await core.faults.clearFaults(address, keyHash) };
 }
 
 export async function deleteFault(core: Core, keyHash: string, rawAddress: string, id: string): Promise<void> {
   const { address } = resolveInbox(core, rawAddress);
-  if (!(await core.store.faults.deleteFault(address, keyHash, id))) throw new AppError('not_found', `this key has no fault rule ${JSON.stringify(id.slice(0, 60))} on ${address}`);
+  if (!(await core.faults.deleteFault(address, keyHash, id))) throw new AppError('not_found', `this key has no fault rule ${JSON.stringify(id.slice(0, 60))} on ${address}`);
 }

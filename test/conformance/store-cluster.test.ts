@@ -8,7 +8,8 @@ import { SKIP_SERVER, startCluster, type RedisCluster } from '../redis/servers.t
 import { busSuite } from './bus.suite.ts';
 import { limiterSuite } from './limiter.suite.ts';
 import { redisHarness } from './redis-harness.ts';
-import { storeSuite } from './store.suite.ts';
+import { keySuite } from './keys.suite.ts';
+import { mailSuite } from './mail.suite.ts';
 import { webhookSuite } from './webhooks.suite.ts';
 import { faultSuite } from './faults.suite.ts';
 import { domainSuite } from './domains.suite.ts';
@@ -24,7 +25,8 @@ if (!SKIP_SERVER) {
     await cluster?.stop();
   });
 }
-storeSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
+mailSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
+keySuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 webhookSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER, bodies: h.webhookBodies });
 faultSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 domainSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });

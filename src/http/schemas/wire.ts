@@ -7,7 +7,7 @@ import type { HtmlCheck } from '../../domain/html-check.ts';
 import type { SpamVerdict } from '../../domain/spam.ts';
 import type { AttachmentMeta, EmailFull } from '../../domain/message.ts';
 import type { EmailSummary } from '../../domain/summary.ts';
-import type { KeyRecord } from '../../store/store.ts';
+import type { KeyRecord } from '../../store/keys.ts';
 import type { Core } from '../../services/core.ts';
 import { downloadUrl, emailUrl, rawUrl, webUrl } from '../../services/emails.ts';
 

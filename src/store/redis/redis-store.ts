@@ -4,7 +4,8 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import type { EmailSummary } from '../../domain/summary.ts';
-import { summaryOf, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
+import type { KeyRecord, NewKey } from '../keys.ts';
+import { summaryOf, type ListQuery, type NewEmail, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
 import { call, closeClient, closing, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
@@ -56,7 +57,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     putAuth: script(client, 'ephPutAuth', lua.PUT_AUTH, 1),
     purge: script(client, 'ephPurgeInbox', lua.PURGE_INBOX, 1),
     sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
-    mint: replicatedScript(client, 'ephMintKey', lua.MINT_KEY, 3, replicas),
+    addKey: replicatedScript(client, 'ephAddKey', lua.ADD_KEY, 2, replicas),
     revoke: script(client, 'ephRevokeKeys', lua.REVOKE_KEYS, 1),
     touchKey: script(client, 'ephTouchKey', TOUCH_KEY, 1),
   };
@@ -244,12 +245,9 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         await webhooks.sweepExpired(now); // expired webhook events, with the bodies they alone used
         return removed;
       }),
-    mintKey: (key: NewKey, ip, max, windowMs, now) =>
-      call(async (): Promise<MintResult> => {
-        const res = (await run.mint([k.mintLog(ip), k.keyRecord(key.hash), k.keyList], [
-          now, windowMs, max, key.hash, key.prefix, key.label, key.contactEmail ?? '', key.contactEmail === null ? 0 : 1, key.createdAt,
-        ])) as number[];
-        return res[0] === 1 ? { ok: true } : { ok: false, retryAfterMs: Number(res[1]) };
+    addKey: (key: NewKey) =>
+      call(async () => {
+        await run.addKey([k.keyRecord(key.hash), k.keyList], [key.hash, key.prefix, key.label, key.contactEmail ?? '', key.contactEmail === null ? 0 : 1, key.createdAt]);
       }),
     findKey: (hash) => call(async () => toKey(hash, await client.hgetall(k.keyRecord(hash)))),
     listKeys: () =>

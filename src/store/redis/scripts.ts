@@ -220,27 +220,15 @@ return redis.call('HSETNX', KEYS[1], 't', ARGV[1])
 `;
 
 /**
- * mintKey. KEYS: the IP's mint log (zset of key hashes by createdAt), the key record, the key list.
- * ARGV: now, windowMs, max, hash, prefix, label, contact ('' with hasContact 0), hasContact, createdAt.
- * Returns {1} when created, {0, retryAfterMs} when the IP is at its limit.
+ * addKey. KEYS: the key record, the key list. ARGV: hash, prefix, label, contact ('' with
+ * hasContact 0), hasContact, createdAt.
  */
-export const MINT_KEY = `
-local now, win, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now - win))
-local recent = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local count = #recent / 2
-if count >= max then
-  if max <= 0 then return {0, win} end
-  local frees = tonumber(recent[2 * (count - max) + 2]) + win
-  return {0, math.max(1, frees - now)}
-end
-redis.call('ZADD', KEYS[1], ARGV[9], ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local fields = {'p', ARGV[5], 'l', ARGV[6], 't', ARGV[9]}
-if ARGV[8] == '1' then fields[#fields + 1] = 'c'; fields[#fields + 1] = ARGV[7] end
-redis.call('HSET', KEYS[2], unpack(fields))
-redis.call('ZADD', KEYS[3], ARGV[9], ARGV[4])
-return {1}
+export const ADD_KEY = `
+local fields = {'p', ARGV[2], 'l', ARGV[3], 't', ARGV[6]}
+if ARGV[5] == '1' then fields[#fields + 1] = 'c'; fields[#fields + 1] = ARGV[4] end
+redis.call('HSET', KEYS[1], unpack(fields))
+redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
+return 1
 `;
 
 /**

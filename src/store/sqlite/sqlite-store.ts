@@ -14,7 +14,8 @@ import { createSqliteDomains } from './domains.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
 import { createSqliteFaults } from './faults.ts';
 import type { EmailSummary } from '../../domain/summary.ts';
-import { summaryOf, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
+import type { KeyRecord, NewKey } from '../keys.ts';
+import { summaryOf, type ListQuery, type NewEmail, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
 
 const CHUNK = 256 * 1024;
 /** Rows one sweep transaction deletes: a flood expiring never holds the writer for long. */
@@ -99,7 +100,6 @@ export function createSqliteStore(path: string, options: { random?: () => number
     deleteEmail: db.prepare('DELETE FROM emails WHERE id = ? AND expires_at > ?'),
     purgeLive: db.prepare('DELETE FROM emails WHERE address = ? AND expires_at > ?'),
     purgeAll: db.prepare('DELETE FROM emails WHERE address = ?'),
-    mintsSince: db.prepare('SELECT created_at FROM api_keys WHERE created_ip = ? AND created_at > ? ORDER BY created_at ASC'),
     insertKey: db.prepare(`INSERT INTO api_keys (hash, prefix, label, contact_email, created_at, created_ip, revoked_at)
       VALUES (?, ?, ?, ?, ?, ?, NULL)`),
     findKey: db.prepare(`${KEY_SELECT} WHERE k.hash = ?`),
@@ -141,16 +141,6 @@ export function createSqliteStore(path: string, options: { random?: () => number
   // Read-then-write transactions on this connection run BEGIN IMMEDIATE (`.immediate`): a deferred one
   // that read first cannot take the write lock once the writer thread committed in between
   // (SQLITE_BUSY_SNAPSHOT, which busy_timeout does not wait out), and failed as "store unreachable".
-  const mint = db.transaction((key: NewKey, ip: string, max: number, windowMs: number, now: number): MintResult => {
-    const recent = q.mintsSince.all(ip, now - windowMs) as { created_at: number }[];
-    if (recent.length >= max) {
-      const freesAt = recent[recent.length - max].created_at + windowMs;
-      return { ok: false, retryAfterMs: Math.max(1, freesAt - now) };
-    }
-    q.insertKey.run(key.hash, key.prefix, key.label, key.contactEmail, key.createdAt, ip);
-    return { ok: true };
-  });
-
   const revoke = db.transaction((prefix: string, now: number): KeyRecord[] => {
     const rows = (q.revokable.all(prefix, prefix) as KeyRow[]).map(toKey);
     for (const r of rows) q.revoke.run(now, r.hash);
@@ -238,7 +228,8 @@ export function createSqliteStore(path: string, options: { random?: () => number
       await guard(() => faults.expireFaults(now)); // SMTP fault rules past their inbox TTL (indexed on expires_at)
       return removed;
     },
-    mintKey: (key, ip, max, windowMs, now) => guard(() => mint.immediate(key, ip, max, windowMs, now)),
+    // created_ip is no longer written: the limiter counts an IP's mints (services/keys.ts)
+    addKey: (key) => guard(() => void q.insertKey.run(key.hash, key.prefix, key.label, key.contactEmail, key.createdAt, '')),
     findKey: (hash) =>
       guard(() => {
         const r = q.findKey.get(hash) as KeyRow | undefined;
