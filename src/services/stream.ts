@@ -29,7 +29,7 @@ export interface FollowOptions {
   onReady?(): void;
 }
 
-export function followInbox(core: Core, address: string, options: FollowOptions): InboxFollower {
+export function followInbox(core: Pick<Core, 'store' | 'bus' | 'clock'>, address: string, options: FollowOptions): InboxFollower {
   let closed = false;
   let cursor: string | null = options.since;
   let ready = false;
