@@ -218,33 +218,3 @@ export const PUT_SEARCH_TEXT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], 't', ARGV[1])
 `;
-
-/**
- * addKey. KEYS: the key record, the key list. ARGV: hash, prefix, label, contact ('' with
- * hasContact 0), hasContact, createdAt.
- */
-export const ADD_KEY = `
-local fields = {'p', ARGV[2], 'l', ARGV[3], 't', ARGV[6]}
-if ARGV[5] == '1' then fields[#fields + 1] = 'c'; fields[#fields + 1] = ARGV[4] end
-redis.call('HSET', KEYS[1], unpack(fields))
-redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
-return 1
-`;
-
-/**
- * revokeKeys. KEYS: the key list. ARGV: keys base (`<prefix>{keys}:`), prefix, now.
- * Marks every unrevoked key whose prefix starts with ARGV[2]; returns their hashes.
- */
-export const REVOKE_KEYS = `
-local base, prefix, now = ARGV[1], ARGV[2], ARGV[3]
-local out = {}
-for _, hash in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local rec = base .. 'k:' .. hash
-  local v = redis.call('HMGET', rec, 'p', 'r')
-  if v[1] and not v[2] and string.sub(v[1], 1, #prefix) == prefix then
-    redis.call('HSET', rec, 'r', now)
-    out[#out + 1] = hash
-  end
-end
-return out
-`;
