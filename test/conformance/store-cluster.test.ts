@@ -1,5 +1,6 @@
-// The store, limiter and bus conformance suites against a real 3-master Redis Cluster started on
-// loopback for this file (redis-cli --cluster create), stopped afterwards.
+// The conformance suites of every store seam (mail, keys, webhooks, faults, domains), the limiter
+// and the bus against a real 3-master Redis Cluster started on loopback for this file
+// (redis-cli --cluster create), stopped afterwards.
 import { after, before } from 'node:test';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
 import { connect, parseRedisUrl, whenReady } from '../../src/redis/client.ts';

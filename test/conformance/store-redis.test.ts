@@ -1,4 +1,5 @@
-// The store conformance suite against the shared single Redis (own key prefix, removed afterwards).
+// Every store seam's conformance suite (mail, keys, webhooks, faults, domains) against the shared
+// single Redis (own key prefix, removed afterwards).
 import { withReadCache } from '../../src/store/read-cache.ts';
 import { SKIP_REDIS, TEST_REDIS_URL } from '../redis/servers.ts';
 import { redisHarness } from './redis-harness.ts';

@@ -1,5 +1,6 @@
-// The store conformance suite against the SQLite reference backend: in memory (commits on the main
-// thread) and on a file (commits on the writer thread), plus what only a file can show: a restart.
+// Every store seam's conformance suite (mail, keys, webhooks, faults, domains) against the SQLite
+// reference backend: in memory (commits on the main thread) and on a file (commits on the writer
+// thread), plus what only a file can show: a restart.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
