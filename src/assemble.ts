@@ -51,6 +51,8 @@ export function createLogger(config: Config): Logger {
 
 export interface Service {
   core: Core;
+  /** The backend as the services use it (read cache, timing): every seam, for tests and health drills. */
+  store: Store;
   app: FastifyInstance;
   smtp: SmtpListener;
   /** Binds HTTP and SMTP; resolves with the bound addresses. */
@@ -94,11 +96,13 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   const baseUrl = () => config.publicUrl ?? `http://localhost:${boundHttpPort}`;
   // the added domains are read before anything serves (a store down now: EPHEMAIL_DOMAINS only, and
   // 451/500 for any other domain until it answers; the registry logs it)
-  const domains = createDomainRegistry({ config, store, clock, log });
+  const domains = createDomainRegistry({ config, store: store.domains, clock, log });
   await domains.refresh().catch(() => undefined);
   const core: Core = {
     config,
     store,
+    keys: store,
+    faults: store.faults,
     bus,
     limiter,
     clock,
@@ -107,7 +111,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     domains,
     views: createViewService(store, config, log, { spamd: config.spamd, onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
     authentication: createAuthenticationService(store, config, log, { dnsServers: config.dnsServers, authservId: config.domains[0], ...options.authentication }),
-    webhooks: createWebhookService({ store, config, domains, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
+    webhooks: createWebhookService({ hooks: store.webhooks, keys: store, config, domains, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
     metrics,
     baseUrl,
     smtpRunning: () => smtpListener?.running ?? false,
@@ -129,6 +133,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
 
   return {
     core,
+    store,
     app,
     smtp,
     async start() {

@@ -132,15 +132,15 @@ async function domains(config: Config, args: string[]): Promise<number> {
   const { store, bus, limiter } = await openBackends(config, log);
   try {
     if (verb === 'list') {
-      for (const d of await listDomains(config, store)) console.log(domainLine(d));
+      for (const d of await listDomains(config, store.domains)) console.log(domainLine(d));
       return 0;
     }
     if (verb === 'add') {
-      const { entry, created } = await addDomain(config, store, name, systemClock.now());
+      const { entry, created } = await addDomain(config, store.domains, name, systemClock.now());
       console.log(`${created ? 'added' : 'already active'}\t${domainLine(entry)}`);
       return 0;
     }
-    console.log(`retired\t${domainLine(await retireDomain(config, store, name, systemClock.now()))}`);
+    console.log(`retired\t${domainLine(await retireDomain(config, store.domains, name, systemClock.now()))}`);
     return 0;
   } catch (err) {
     if (!(err instanceof AppError)) throw err;

@@ -49,7 +49,7 @@ export function createMetrics(): Metrics {
   return m;
 }
 
-const TIMED: (keyof Store)[] = ['addEmails', 'listEmails', 'hasEmails', 'getEmail', 'readRaw', 'getViews', 'putViews', 'matchText', 'readPart', 'deleteEmail', 'purgeInbox', 'sweepExpired', 'mintKey', 'findKey'];
+const TIMED: (keyof Store)[] = ['addEmails', 'listEmails', 'hasEmails', 'getEmail', 'readRaw', 'getViews', 'putViews', 'matchText', 'readPart', 'deleteEmail', 'purgeInbox', 'sweepExpired', 'addKey', 'findKey'];
 
 /** The store with each operation's latency observed (the same object otherwise). */
 export function timedStore(store: Store, histogram: Histogram<'op'>): Store {

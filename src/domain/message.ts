@@ -1,7 +1,7 @@
 // The message model (ARCHITECTURE.md "The message model"): a received message is stored once, as
 // received; everything a reader sees beyond the summary row is a derived view of those bytes,
 // computed once per message (off the event loop, within a budget) and kept beside it.
-import type { EmailSummary } from '../store/store.ts';
+import type { EmailSummary } from './summary.ts';
 import type { Authentication } from './authentication.ts';
 import type { CodeCandidate } from './extract/codes.ts';
 import type { EmailLink } from './extract/links.ts';

@@ -1,5 +1,6 @@
-// The Limiter seam: fixed per-minute and per-day (UTC) windows per bucket, and concurrent-wait slots.
-// Counting is atomic per backend, so N parallel requests against a limit of L admit exactly L.
+// The Limiter seam: fixed per-minute and per-day (UTC) windows per bucket, sliding windows of a few
+// uses (the keys an IP mints), and concurrent-wait slots. Counting is atomic per backend, so N
+// parallel requests against a limit of L admit exactly L.
 
 import type { Limits } from '../config.ts';
 import { REQUEST_SCALE, scaledBuckets } from '../domain/limits.ts';
@@ -20,6 +21,9 @@ export interface LimitResult {
   usedDay: number;
 }
 
+/** What take() did: the use was counted, or refused until one frees (`retryAfterMs` from now). */
+export type TakeResult = { ok: true } | { ok: false; retryAfterMs: number };
+
 export interface Limiter {
   /**
    * Counts one request against the bucket and says whether it is admitted. `perDay: Infinity`: a
@@ -34,6 +38,13 @@ export interface Limiter {
    * are taken. A slot not released within `leaseMs` (a crashed node) frees itself.
    */
   acquireWait(bucket: string, max: number, leaseMs: number, now: number): Promise<(() => Promise<void>) | null>;
+  /**
+   * Counts one use of the bucket unless it already had `max` within `windowMs` before `now` (a
+   * sliding window: each use frees `windowMs` after it was counted); a refused use counts nothing
+   * and says when the oldest of the window frees. Atomic: parallel takes never exceed `max`. For a
+   * few uses per bucket (each one is kept until it leaves the window): the keys an IP mints.
+   */
+  take(bucket: string, max: number, windowMs: number, now: number): Promise<TakeResult>;
   close(): Promise<void>;
 }
 

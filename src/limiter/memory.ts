@@ -1,11 +1,12 @@
 // In-process limiter for single-node deployments (SQLite). Counters live in memory: a restart
 // forgets the current windows, which only ever favours the caller.
 import type { Limits } from '../config.ts';
-import { DAY_MS, MINUTE_MS, limitResult, type Limiter } from './limiter.ts';
+import { DAY_MS, MINUTE_MS, limitResult, type Limiter, type TakeResult } from './limiter.ts';
 
 export function createMemoryLimiter(): Limiter {
   const counters = new Map<string, { window: number; count: number }>();
   const slots = new Map<string, Map<number, number>>(); // bucket → slot id → lease expiry
+  const windows = new Map<string, { windowMs: number; uses: number[] }>(); // take(): bucket → use times, oldest first
   let nextSlot = 1;
   let sweepAt = 0;
 
@@ -33,6 +34,7 @@ export function createMemoryLimiter(): Limiter {
     for (const [k, c] of counters) {
       if (c.window !== (k.startsWith('m:') ? minute : day)) counters.delete(k);
     }
+    for (const [k, w] of windows) if ((w.uses.at(-1) ?? 0) <= now - w.windowMs) windows.delete(k);
   };
 
   return {
@@ -67,9 +69,24 @@ export function createMemoryLimiter(): Limiter {
         if (h.size === 0) slots.delete(bucket);
       };
     },
+    async take(bucket: string, max: number, windowMs: number, now: number): Promise<TakeResult> {
+      sweep(now);
+      const w = windows.get(bucket) ?? { windowMs, uses: [] };
+      w.windowMs = windowMs;
+      w.uses = w.uses.filter((t) => t > now - windowMs);
+      if (w.uses.length >= max) {
+        if (max <= 0) return { ok: false, retryAfterMs: windowMs };
+        return { ok: false, retryAfterMs: Math.max(1, w.uses[w.uses.length - max] + windowMs - now) };
+      }
+      w.uses.push(now);
+      w.uses.sort((a, b) => a - b);
+      windows.set(bucket, w);
+      return { ok: true };
+    },
     async close() {
       counters.clear();
       slots.clear();
+      windows.clear();
     },
   };
 }

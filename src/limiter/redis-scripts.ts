@@ -29,3 +29,22 @@ local p = redis.call('PTTL', KEYS[1])
 if p < lease then redis.call('PEXPIRE', KEYS[1], lease) end
 return 1
 `;
+
+/**
+ * Limiter take (a sliding window). KEYS: the bucket's use log (zset of use ids scored by time).
+ * ARGV: now, windowMs, max, a unique use id. Uses older than the window are dropped first.
+ * Returns {1} when counted, {0, retryAfterMs} when the bucket is at its limit.
+ */
+export const TAKE = `
+local now, win, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%.0f', now - win))
+local count = redis.call('ZCARD', KEYS[1])
+if count >= max then
+  if max <= 0 then return {0, win} end
+  local oldest = redis.call('ZRANGE', KEYS[1], count - max, count - max, 'WITHSCORES')
+  return {0, math.max(1, tonumber(oldest[2]) + win - now)}
+end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
+if redis.call('PTTL', KEYS[1]) < win then redis.call('PEXPIRE', KEYS[1], win) end
+return {1}
+`;

@@ -1,13 +1,14 @@
 // The Redis limiter: the per-minute and per-day counters and the wait slots of a bucket are shared by
 // every node, so limits hold for the service as a whole. Counting is one Lua script (atomic); wait
-// slots are a sorted set scored by lease expiry, so a crashed node's slots free themselves.
+// slots are a sorted set scored by lease expiry, so a crashed node's slots free themselves; a sliding
+// window (take) is a sorted set of its uses scored by time.
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Limits } from '../config.ts';
 import { call, closeClient, script, type RedisClient } from '../redis/client.ts';
 import type { Keyspace } from '../redis/keys.ts';
-import { ACQUIRE_WAIT, LIMIT_HIT } from './redis-scripts.ts';
-import { DAY_MS, MINUTE_MS, limitResult, type Limiter } from './limiter.ts';
+import { ACQUIRE_WAIT, LIMIT_HIT, TAKE } from './redis-scripts.ts';
+import { DAY_MS, MINUTE_MS, limitResult, type Limiter, type TakeResult } from './limiter.ts';
 
 export interface RedisLimiterOptions {
   client: RedisClient;
@@ -21,6 +22,7 @@ export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
   const { client, keys: k, log } = options;
   const limitHit = script(client, 'ephLimitHit', LIMIT_HIT, 2);
   const acquireWait = script(client, 'ephAcquireWait', ACQUIRE_WAIT, 1);
+  const take = script(client, 'ephTake', TAKE, 1);
   const counters = (bucket: string, now: number) => {
     const base = k.limiterBase(bucket);
     return [`${base}m:${Math.floor(now / MINUTE_MS)}`, `${base}d:${Math.floor(now / DAY_MS)}`] as const;
@@ -58,6 +60,10 @@ export function createRedisLimiter(options: RedisLimiterOptions): Limiter {
         // a failed release is harmless: the lease expires by itself
         await client.zrem(key, slot).catch((err: unknown) => log?.debug({ err }, 'wait slot release failed; its lease will expire'));
       };
+    },
+    async take(bucket: string, max: number, windowMs: number, now: number): Promise<TakeResult> {
+      const res = (await call(() => take([`${k.limiterBase(bucket)}t`], [now, windowMs, max, randomUUID()]))) as number[];
+      return res[0] === 1 ? { ok: true } : { ok: false, retryAfterMs: Number(res[1]) };
     },
     async close() {
       if (options.ownsClient) await closeClient(client);

@@ -66,11 +66,10 @@ export function keyspace(prefix: string) {
     /** A message (hash), stored once; its raw bytes at `<key>:r` and parts at `<key>:p:<n>`, all in the tag's slot. */
     message: (messageKey: string) => `${prefix}m:{${messageKey}}`,
     index: (address: string) => `${slotBase(addressSlot(address))}i:${address}`,
-    /** API keys live in one slot: small, never expiring, and minting must be atomic with the per-IP log. */
+    /** API keys live in one slot: small, never expiring, listed and revoked together. */
     keysBase: `${prefix}{keys}:`,
     keyRecord: (hash: string) => `${prefix}{keys}:k:${hash}`,
     keyList: `${prefix}{keys}:all`,
-    mintLog: (ip: string) => `${prefix}{keys}:mint:${ip}`,
     /** Domains added at run time: one hash (domain → `<addedAt>` or `<addedAt>:<retiredAt>`), one slot. */
     domains: `${prefix}{domains}:all`,
     /** Rate-limit state of one bucket, tagged by the bucket. */

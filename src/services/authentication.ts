@@ -11,7 +11,7 @@ import { temperrorVerdict } from '../domain/authentication.ts';
 import type { Authentication, AuthTask } from '../smtp/authenticate.ts';
 import { createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import type { ParseLimits } from '../smtp/parse.ts';
-import type { MessageEnvelope, Store } from '../store/store.ts';
+import type { MailStore, MessageEnvelope } from '../store/store.ts';
 import { collect } from './views.ts';
 
 export type { Authentication } from '../smtp/authenticate.ts';
@@ -68,7 +68,7 @@ function parseVerdicts(json: string | null): Authentication | null {
 }
 
 
-export function createAuthenticationService(store: Store, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
+export function createAuthenticationService(store: MailStore, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once
   // at a lower CPU priority: verdicts are on no 250's path, so under load ingest comes first
   const pool = options.pool ?? createParsePool({ workers: 1, preload: 'authenticate', background: true, warn: (msg, err) => log.warn({ err }, msg) });

@@ -1,11 +1,15 @@
 // What every use case needs, built once in assemble.ts and passed down (no module-level state).
+// The backend's seams are here one by one (docs/architecture.md "Store seams"); its webhook queue
+// and domain table are given only to the services that own them (webhooks.ts, domains.ts).
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { Bus } from '../bus/bus.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Limiter } from '../limiter/limiter.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Store } from '../store/store.ts';
+import type { FaultStore } from '../store/faults.ts';
+import type { KeyStore } from '../store/keys.ts';
+import type { MailStore } from '../store/store.ts';
 import type { AuthenticationService } from './authentication.ts';
 import type { DomainRegistry } from './domains.ts';
 import type { ViewService } from './views.ts';
@@ -14,7 +18,12 @@ import type { WebhookService } from './webhooks.ts';
 
 export interface Core {
   config: Config;
-  store: Store;
+  /** Received mail: rows, messages and their views (store/store.ts). */
+  store: MailStore;
+  /** API keys (store/keys.ts); how many an IP mints is the limiter's. */
+  keys: KeyStore;
+  /** SMTP fault rules per address (store/faults.ts). */
+  faults: FaultStore;
   bus: Bus;
   limiter: Limiter;
   clock: Clock;

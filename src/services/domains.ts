@@ -8,7 +8,7 @@ import { normalizeDomain } from '../domain/address.ts';
 import type { Clock } from '../domain/clock.ts';
 import { AppError, StoreUnavailableError } from '../domain/errors.ts';
 import type { DomainRecord } from '../store/domains.ts';
-import type { Store } from '../store/store.ts';
+import type { DomainStore } from '../store/domains.ts';
 
 /** Domains that may be active at once besides EPHEMAIL_DOMAINS (each is listed and checked at every RCPT). */
 export const MAX_ADDED_ACTIVE = 100;
@@ -48,8 +48,8 @@ function parse(raw: string): string {
 }
 
 /** Every domain with its source, state and times (config first, then added ones, oldest first). */
-export async function listDomains(config: Config, store: Store): Promise<DomainEntry[]> {
-  return entries(config, await store.domains.listDomains());
+export async function listDomains(config: Config, store: DomainStore): Promise<DomainEntry[]> {
+  return entries(config, await store.listDomains());
 }
 
 /**
@@ -57,12 +57,12 @@ export async function listDomains(config: Config, store: Store): Promise<DomainE
  * Refused: a malformed name (invalid_request), a domain of EPHEMAIL_DOMAINS or one past
  * MAX_ADDED_ACTIVE (conflict).
  */
-export async function addDomain(config: Config, store: Store, raw: string, now: number): Promise<{ entry: DomainEntry; created: boolean }> {
+export async function addDomain(config: Config, store: DomainStore, raw: string, now: number): Promise<{ entry: DomainEntry; created: boolean }> {
   const domain = parse(raw);
   if (config.domains.includes(domain)) {
     throw new AppError('conflict', `${domain} is in EPHEMAIL_DOMAINS: it is always served and cannot be added at run time`);
   }
-  const r = await store.domains.addDomain(domain, now, MAX_ADDED_ACTIVE);
+  const r = await store.addDomain(domain, now, MAX_ADDED_ACTIVE);
   if (!r.ok) {
     throw new AppError('conflict', `${r.active} added domains are active already (at most ${MAX_ADDED_ACTIVE}); retire one first`);
   }
@@ -74,12 +74,12 @@ export async function addDomain(config: Config, store: Store, raw: string, now: 
  * Refused: a malformed name (invalid_request), a domain of EPHEMAIL_DOMAINS (conflict); never added:
  * not_found. Retiring a retired one again changes nothing.
  */
-export async function retireDomain(config: Config, store: Store, raw: string, now: number): Promise<DomainEntry> {
+export async function retireDomain(config: Config, store: DomainStore, raw: string, now: number): Promise<DomainEntry> {
   const domain = parse(raw);
   if (config.domains.includes(domain)) {
     throw new AppError('conflict', `${domain} is in EPHEMAIL_DOMAINS and cannot be retired at run time; remove it from EPHEMAIL_DOMAINS and restart every node instead`);
   }
-  const record = await store.domains.retireDomain(domain, now);
+  const record = await store.retireDomain(domain, now);
   if (!record) throw new AppError('not_found', `${domain} was never added (see the list of domains)`);
   return entries(config, [record]).at(-1)!;
 }
@@ -107,7 +107,7 @@ export interface DomainRegistry {
 
 export interface DomainRegistryDeps {
   config: Config;
-  store: Store;
+  store: DomainStore;
   clock: Clock;
   log: Logger;
   refreshMs?: number;
@@ -138,7 +138,7 @@ export function createDomainRegistry({ config, store, clock, log, refreshMs = DO
   const refresh = async () => {
     const n = ++started;
     try {
-      const records = await store.domains.listDomains();
+      const records = await store.listDomains();
       if (failing) log.info('domains read from the store again');
       failing = false;
       if (n < applied) return;

@@ -4,7 +4,8 @@ import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
 import { searchNeedle } from '../domain/search.ts';
-import type { EmailSummary, ListQuery, StoredBytes } from '../store/store.ts';
+import type { EmailSummary } from '../domain/summary.ts';
+import type { ListQuery, StoredBytes } from '../store/store.ts';
 import type { Core } from './core.ts';
 import type { Reader } from './views.ts';
 
@@ -12,7 +13,7 @@ import type { Reader } from './views.ts';
  * Resolves an inbox address from a path or tool argument: malformed → invalid_request (naming
  * `field`), a domain the service does not serve → not_found (DECISIONS.md "Addresses in paths").
  */
-export function resolveInbox(core: Core, raw: string): Address {
+export function resolveInbox(core: Pick<Core, 'domains'>, raw: string): Address {
   const addr = parseAddress(raw);
   if (!addr) {
     throw new AppError('invalid_request', `${JSON.stringify(raw.slice(0, 100))} is not a valid email address (expected local-part@domain)`, { field: 'address' });

@@ -6,6 +6,9 @@ import { randomBytes } from 'node:crypto';
 import { AppError } from '../domain/errors.ts';
 import type { FaultRule, FaultStage } from '../store/faults.ts';
 import type { Core } from './core.ts';
+
+/** What the fault functions read: the rules' own store, the domains served, time, limits, the log. */
+type FaultCore = Pick<Core, 'faults' | 'domains' | 'clock' | 'config' | 'log'>;
 import { resolveInbox } from './emails.ts';
 
 export const FAULTS_PER_ADDRESS = 20;
@@ -69,7 +72,7 @@ export const toWireFault = (r: FaultRule) => ({
   expires_at: iso(r.expiresAt),
 });
 
-function activeInbox(core: Core, raw: string): string {
+function activeInbox(core: FaultCore, raw: string): string {
   const addr = resolveInbox(core, raw);
   if (core.domains.stateOf(addr.domain) !== 'active') {
     throw bad(`${addr.domain} was retired: it takes no new mail, so a fault there would never apply; active domains: ${core.domains.active().join(', ')}`);
@@ -77,7 +80,7 @@ function activeInbox(core: Core, raw: string): string {
   return addr.address;
 }
 
-export async function addFault(core: Core, keyHash: string, rawAddress: string, input: FaultInput): Promise<FaultRule> {
+export async function addFault(core: FaultCore, keyHash: string, rawAddress: string, input: FaultInput): Promise<FaultRule> {
   const address = activeInbox(core, rawAddress);
   const f = checkFaultInput(input);
   const now = core.clock.now();
@@ -88,24 +91,24 @@ export async function addFault(core: Core, keyHash: string, rawAddress: string, 
     times: f.times ?? null, remaining: f.times ?? null,
     createdAt: now, expiresAt: now + core.config.emailTtlSeconds * 1000,
   };
-  const r = await core.store.faults.addFault(rule, FAULTS_PER_ADDRESS, FAULTS_PER_KEY, now);
+  const r = await core.faults.addFault(rule, FAULTS_PER_ADDRESS, FAULTS_PER_KEY, now);
   if (r === 'address_full') throw new AppError('conflict', `${address} already has ${FAULTS_PER_ADDRESS} fault rules (all keys together); delete one with DELETE /api/v1/inboxes/{address}/faults/{id} first`);
   if (r === 'key_full') throw new AppError('conflict', `this key already has ${FAULTS_PER_KEY} fault rules; delete some first (they also expire with the inbox TTL)`);
   core.log.info({ fault_id: rule.id, address, stage: rule.stage, reply: rule.reply, delay_seconds: rule.delaySeconds, disconnect: rule.disconnect, times: rule.times }, 'SMTP fault rule added');
   return rule;
 }
 
-export async function listFaults(core: Core, keyHash: string, rawAddress: string): Promise<{ address: string; rules: FaultRule[] }> {
+export async function listFaults(core: FaultCore, keyHash: string, rawAddress: string): Promise<{ address: string; rules: FaultRule[] }> {
   const { address } = resolveInbox(core, rawAddress);
-  return { address, rules: await core.store.faults.listFaults(address, keyHash, core.clock.now()) };
+  return { address, rules: await core.faults.listFaults(address, keyHash, core.clock.now()) };
 }
 
-export async function clearFaults(core: Core, keyHash: string, rawAddress: string): Promise<{ address: string; deleted: number }> {
+export async function clearFaults(core: FaultCore, keyHash: string, rawAddress: string): Promise<{ address: string; deleted: number }> {
   const { address } = resolveInbox(core, rawAddress);
-  return { address, deleted: await core.store.faults.clearFaults(address, keyHash) };
+  return { address, deleted: await core.faults.clearFaults(address, keyHash) };
 }
 
-export async function deleteFault(core: Core, keyHash: string, rawAddress: string, id: string): Promise<void> {
+export async function deleteFault(core: FaultCore, keyHash: string, rawAddress: string, id: string): Promise<void> {
   const { address } = resolveInbox(core, rawAddress);
-  if (!(await core.store.faults.deleteFault(address, keyHash, id))) throw new AppError('not_found', `this key has no fault rule ${JSON.stringify(id.slice(0, 60))} on ${address}`);
+  if (!(await core.faults.deleteFault(address, keyHash, id))) throw new AppError('not_found', `this key has no fault rule ${JSON.stringify(id.slice(0, 60))} on ${address}`);
 }

@@ -12,7 +12,7 @@ export interface CreateInboxInput {
   randomLength: number;
 }
 
-export async function createInbox(core: Core, input: CreateInboxInput): Promise<Address> {
+export async function createInbox(core: Pick<Core, 'store' | 'domains' | 'clock'>, input: CreateInboxInput): Promise<Address> {
   const domain = input.domain === undefined ? core.domains.defaultDomain : input.domain.trim().toLowerCase();
   const state = core.domains.stateOf(domain);
   if (state !== 'active') {

@@ -4,7 +4,7 @@ import { createHash, randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.ts';
 import { KEY_MINT_SCALE, scaledBuckets } from '../domain/limits.ts';
-import type { KeyRecord, Store } from '../store/store.ts';
+import type { KeyRecord, KeyStore } from '../store/keys.ts';
 import type { Core } from './core.ts';
 
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -27,12 +27,12 @@ export interface MintedKey {
 
 /**
  * Mints a key for a client IP: at most `keysPerIpPerDay` per client (an IPv4 address or an IPv6 /64)
- * in any 24 hours (the store, atomically), and for IPv6 at most KEY_MINT_SCALE times that per /56
- * and per /48 in a UTC day (the limiter). A wider block is checked before and counted after the
+ * in any 24 hours (the limiter's sliding window: `take`, atomic), and for IPv6 at most
+ * KEY_MINT_SCALE times that per /56 and per /48 in a UTC day (its day windows). A wider block is checked before and counted after the
  * client's own mint, so an attempt its /64 refuses spends nothing of its neighbours'; parallel mints
  * from many /64s of one block can pass its check together, overshooting by at most those in flight.
  */
-export async function mintKey(core: Core, input: { label?: string; contactEmail?: string }, clientIp: string): Promise<MintedKey> {
+export async function mintKey(core: Pick<Core, 'config' | 'clock' | 'limiter' | 'keys'>, input: { label?: string; contactEmail?: string }, clientIp: string): Promise<MintedKey> {
   const [own, ...wider] = scaledBuckets(clientIp, KEY_MINT_SCALE);
   const now = core.clock.now();
   const blocks = wider.map(({ bucket, factor }) => {
@@ -56,21 +56,23 @@ export async function mintKey(core: Core, input: { label?: string; contactEmail?
     revokedAt: null,
     lastUsedAt: null,
   };
-  const res = await core.store.mintKey(record, own.bucket, core.config.keysPerIpPerDay, DAY_MS, now);
+  const res = await core.limiter.take(`keymint:${own.bucket}`, core.config.keysPerIpPerDay, DAY_MS, now);
   if (!res.ok) {
     const retryAfter = Math.ceil(res.retryAfterMs / 1000);
     throw new AppError('rate_limited', `This IP address already created ${core.config.keysPerIpPerDay} keys in the last 24 hours; the next one can be created in ${retryAfter} s. Reuse a key you have.`, { retryAfter });
   }
+  // counted first: a store that fails now costs the IP one of its mints (the caller sees a 500)
+  await core.keys.addKey(record);
   for (const b of blocks) await core.limiter.hit(b.limiterBucket, b.limits, now);
   return { apiKey, record };
 }
 
 /** The live key for a raw key string; 401 unauthorized when it is malformed, unknown or revoked (no downgrade). */
-export function authenticate(core: Core, raw: string): Promise<KeyRecord> {
+export function authenticate(core: Pick<Core, 'keys'>, raw: string): Promise<KeyRecord> {
   const key = raw.trim();
   if (!KEY_RE.test(key)) return Promise.reject(invalidKey());
   // (not an async function: one promise per request, on the path of every keyed API call)
-  return core.store.findKey(hashKey(key)).then((record) => {
+  return core.keys.findKey(hashKey(key)).then((record) => {
     if (!record) throw invalidKey();
     if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator; create a new one`, { hint: { kind: 'create_key' } });
     return record;
@@ -83,7 +85,7 @@ export function authenticate(core: Core, raw: string): Promise<KeyRecord> {
  * one minute), never waited for. So `lastUsedAt` is the first use of the latest minute with a use,
  * and costs one small write per active key per minute per node.
  */
-export function keyUseRecorder(store: Store, log: Logger): (hash: string, now: number) => void {
+export function keyUseRecorder(store: Pick<KeyStore, 'touchKey'>, log: Logger): (hash: string, now: number) => void {
   let minute = -1;
   const seen = new Set<string>();
   return (hash, now) => {
@@ -100,5 +102,5 @@ export function keyUseRecorder(store: Store, log: Logger): (hash: string, now: n
 
 const invalidKey = () => new AppError('unauthorized', 'The API key is not valid (keys cannot be recovered). Check it was copied whole, or create a new one', { hint: { kind: 'create_key' } });
 
-export const revokeKeys = (core: Core, prefix: string) => core.store.revokeKeys(prefix, core.clock.now());
-export const listKeys = (core: Core) => core.store.listKeys();
+export const revokeKeys = (core: Pick<Core, 'keys' | 'clock'>, prefix: string) => core.keys.revokeKeys(prefix, core.clock.now());
+export const listKeys = (core: Pick<Core, 'keys'>) => core.keys.listKeys();

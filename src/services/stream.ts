@@ -6,7 +6,7 @@
 // after the first successful read otherwise), before any delivery; a client told then (the event
 // stream's opening comment) misses no mail sent after it. A first read that fails is retried on
 // a timer, not on the next delivery, which would make that delivery the cursor and skip it.
-import type { EmailSummary } from '../store/store.ts';
+import type { EmailSummary } from '../domain/summary.ts';
 import type { Core } from './core.ts';
 
 const PAGE = 100;
@@ -29,7 +29,7 @@ export interface FollowOptions {
   onReady?(): void;
 }
 
-export function followInbox(core: Core, address: string, options: FollowOptions): InboxFollower {
+export function followInbox(core: Pick<Core, 'store' | 'bus' | 'clock'>, address: string, options: FollowOptions): InboxFollower {
   let closed = false;
   let cursor: string | null = options.since;
   let ready = false;

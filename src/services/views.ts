@@ -9,7 +9,7 @@ import { HTML_CHECK_BUDGET_MS, HTML_CHECK_MAX_CHARS, htmlCheckError, type HtmlCh
 import type { MessageViews } from '../domain/message.ts';
 import { BudgetExceededError, createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
 import { minimalViews, VIEWS_VERSION, type DerivedMessage, type ParseLimits } from '../smtp/parse.ts';
-import type { Store } from '../store/store.ts';
+import type { MessageStore } from '../store/store.ts';
 import { checkSpam, type SpamdTarget, type SpamVerdict } from './spamd.ts';
 import { createDeriveQueue, type Priority } from './derive-queue.ts';
 
@@ -98,7 +98,7 @@ export interface ViewServiceOptions {
   htmlCheckBudgetMs?: number;
 }
 
-export function createViewService(store: Store, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
+export function createViewService(store: MessageStore, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
   // its own workers: a long derivation never delays the summaries the 250 waits for
   const spamd = options.spamd ?? null;
   const pool = options.pool ?? createParsePool({ workers: WORKERS, warn: (msg, err) => log.warn({ err }, msg) });

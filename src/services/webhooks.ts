@@ -14,8 +14,9 @@ import type { Clock } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
 import { WEBHOOK_FANOUT, shareFairly } from '../domain/limits.ts';
 import type { Metrics } from '../metrics.ts';
-import type { EmailSummary, Store } from '../store/store.ts';
-import type { DeliveryAttempt, DeliveryJob, DroppedJob, EventBody, NewDeliveryJob, WebhookRecord } from '../store/webhooks.ts';
+import type { EmailSummary } from '../domain/summary.ts';
+import type { KeyStore } from '../store/keys.ts';
+import type { DeliveryAttempt, DeliveryJob, DroppedJob, EventBody, NewDeliveryJob, WebhookRecord, WebhookStore } from '../store/webhooks.ts';
 import type { DomainRegistry } from './domains.ts';
 import { boundedResolve, checkDestination, postWebhook, systemResolve, type Resolve } from './webhook-send.ts';
 
@@ -51,7 +52,10 @@ export interface WebhookService {
 }
 
 export interface WebhookDeps {
-  store: Store;
+  /** Registrations and the delivery queue. */
+  hooks: WebhookStore;
+  /** Whether a webhook's key still stands (revoked: its events give up). */
+  keys: Pick<KeyStore, 'findKey'>;
   config: Config;
   /** Which domains a webhook may watch (active ones). */
   domains: Pick<DomainRegistry, 'stateOf' | 'active'>;
@@ -114,8 +118,7 @@ export function webhookTarget(domains: Pick<DomainRegistry, 'stateOf' | 'active'
 }
 
 export function createWebhookService(deps: WebhookDeps): WebhookService {
-  const { store, config, clock, log } = deps;
-  const hooks = store.webhooks;
+  const { hooks, keys, config, clock, log } = deps;
   const random = deps.random ?? Math.random;
   const mayWatchDomain = deps.mayWatchDomain ?? (() => config.webhooks.wildcard);
   // every lookup of a webhook's host (registration and delivery): 2 at a time on this node, 3 s each
@@ -138,7 +141,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   async function deliver(job: DeliveryJob): Promise<void> {
     const attempt = job.attempts + 1;
     const hook = await hooks.getWebhook(job.webhookId);
-    const key = hook && (await store.findKey(hook.keyHash));
+    const key = hook && (await keys.findKey(hook.keyHash));
     const t0 = performance.now();
     let status: DeliveryAttempt['status'];
     let responseCode: number | null = null;

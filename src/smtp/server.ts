@@ -377,7 +377,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   /** At RCPT: the error a fault rule answers with, or undefined (and notes data rules for the end of DATA). */
   async function faultAt(address: string, session: Tracked): Promise<SmtpError | undefined> {
     try {
-      const { rule, dataRules } = await core.store.faults.takeFault(address, 'rcpt', core.clock.now());
+      const { rule, dataRules } = await core.faults.takeFault(address, 'rcpt', core.clock.now());
       if (dataRules) (session.faultData ??= new Set()).add(address);
       else session.faultData?.delete(address);
       if (!rule?.reply) return undefined;
@@ -395,7 +395,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     const now = core.clock.now();
     for (const address of new Set(recipients)) {
       if (!session.faultData?.has(address)) continue;
-      const { rule, dataRules } = await core.store.faults.takeFault(address, 'data', now);
+      const { rule, dataRules } = await core.faults.takeFault(address, 'data', now);
       if (!dataRules) session.faultData.delete(address);
       if (rule) return rule;
     }

@@ -1,6 +1,7 @@
-// Read caching for any Store, as one wrapper. Pollers repeating the same list, readers opening one
-// email after another and every request of an API key read the same few things again; this answers
-// them from memory. It passes the shared store suite (test/conformance) like a backend.
+// Read caching for any Store, as one wrapper (of the mail and key seams; the others read through).
+// Pollers repeating the same list, readers opening one email after another and every request of an
+// API key read the same few things again; this answers them from memory. It passes the shared
+// suites (test/conformance: mail, keys, and the others through it) like a backend.
 //
 // The one staleness rule:
 //   an entry answers for at most `maxAgeMs` (250 ms) after it was read, never past the expiry of
@@ -11,7 +12,9 @@
 // across processes (Redis) lists and rows are read through and only keys are cached.
 //
 // Bounded by bytes (an estimate of what each entry holds); the oldest entries go first.
-import type { EmailSummary, KeyRecord, ListQuery, Store, StoredEmail } from './store.ts';
+import type { EmailSummary } from '../domain/summary.ts';
+import type { KeyRecord } from './keys.ts';
+import type { ListQuery, Store, StoredEmail } from './store.ts';
 
 export interface ReadCacheOptions {
   /** Bytes held at most (estimated: two per character plus a fixed overhead per entry). Default 32 MiB. */
@@ -195,7 +198,7 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     sweepExpired: (now) => write('emails', () => {
       for (const [k, e] of [...entries]) if (e.expiresAt <= now) forgetKey(k);
     }, () => store.sweepExpired(now)),
-    mintKey: (key, ip, max, windowMs, now) => write('keys', () => forgetKey(`k ${key.hash}`), () => store.mintKey(key, ip, max, windowMs, now)),
+    addKey: (key) => write('keys', () => forgetKey(`k ${key.hash}`), () => store.addKey(key)),
     findKey(hash) {
       const k = `k ${hash}`;
       const hit = fresh(k, 0);

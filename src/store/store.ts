@@ -1,21 +1,15 @@
-// The Store seam: everything the service keeps. Backends (sqlite/, redis/) implement it and must
-// pass test/conformance/store.suite.ts unchanged. All times are epoch milliseconds; `now` is passed
-// in (time is injected) and reads never return an email whose expiresAt <= now.
+// The mail seam: received mail as rows (one per recipient) and the messages they reference, with
+// what is derived from each message. Backends (sqlite/, redis/) implement it and must pass
+// test/conformance/mail.suite.ts unchanged. All times are epoch milliseconds; `now` is passed in
+// (time is injected) and reads never return an email whose expiresAt <= now.
 // A store returns null/false/0 for "missing"; an unreachable backend throws StoreUnavailableError.
+// The other seams have files of their own (keys.ts, webhooks.ts, domains.ts, faults.ts); `Store`,
+// at the end, is what a backend is: every seam, one object (docs/architecture.md "Store seams").
+import type { Arrival, EmailSummary } from '../domain/summary.ts';
 import type { DomainStore } from './domains.ts';
 import type { FaultStore } from './faults.ts';
+import type { KeyStore } from './keys.ts';
 import type { WebhookStore } from './webhooks.ts';
-
-/** What every email has, from its envelope and arrival (summaries carry these). */
-interface Arrival {
-  /** Normalised (lowercase) inbox address. */
-  address: string;
-  sender: string;
-  mailedBy: string | null;
-  subject: string;
-  receivedAt: number;
-  expiresAt: number;
-}
 
 /**
  * One recipient's row of a received message, before the store assigns its id. The message itself is
@@ -54,11 +48,6 @@ export interface StoredAuthentication {
   envelope: MessageEnvelope | null;
   /** The verdicts (an opaque document written by putAuthentication), or null until then. */
   verdicts: string | null;
-}
-
-export interface EmailSummary extends Arrival {
-  id: string;
-  hasAttachments: boolean;
 }
 
 /** The summary of a new row once the store gave it its id (every backend returns these). */
@@ -100,28 +89,6 @@ export interface ListQuery {
   before?: string;
 }
 
-export interface KeyRecord {
-  /** SHA-256 of the raw key, hex. */
-  hash: string;
-  prefix: string;
-  label: string;
-  contactEmail: string | null;
-  createdAt: number;
-  revokedAt: number | null;
-  /** The latest use recorded by touchKey (at most once a minute per node: services/keys.ts), or null. */
-  lastUsedAt: number | null;
-}
-
-export interface NewKey {
-  hash: string;
-  prefix: string;
-  label: string;
-  contactEmail: string | null;
-  createdAt: number;
-}
-
-export type MintResult = { ok: true } | { ok: false; retryAfterMs: number };
-
 /** What a backend can and cannot do; callers branch on these flags, never on the backend's name. */
 export interface StoreCapabilities {
   /** Ids are assigned by the backend itself (shared across nodes). */
@@ -134,17 +101,9 @@ export interface StoreCapabilities {
   orderedAcrossInboxes: boolean;
 }
 
-export interface Store {
+/** The rows of received mail: one per recipient, each referencing its message by key. */
+export interface MailRows {
   readonly capabilities: StoreCapabilities;
-
-  /** Webhook registrations and their durable delivery queue (webhooks.ts). */
-  readonly webhooks: WebhookStore;
-
-  /** Domains added and retired at run time (domains.ts). */
-  readonly domains: DomainStore;
-
-  /** SMTP fault rules set per address by API keys (faults.ts). */
-  readonly faults: FaultStore;
 
   /**
    * Stores the emails atomically (all or none) and returns their summaries in input order, with ids
@@ -164,6 +123,30 @@ export interface Store {
   /** One live email's row (summary and message key), or null. */
   getEmail(id: string, now: number): Promise<StoredEmail | null>;
 
+  /**
+   * Whether the search text of each email's message contains `needle` (a needle in search form,
+   * domain/search.ts), in the order of `ids`: true or false, or null when the email is gone (deleted,
+   * expired by `now`) or its message has no search text (stored before search texts existed). Reads
+   * at most the search texts of these emails, each at most SEARCH_TEXT_MAX_CHARS.
+   */
+  matchText(ids: string[], needle: string, now: number): Promise<(boolean | null)[]>;
+
+  /** Deletes one live email (its message too when no other row references it); false when it was missing. */
+  deleteEmail(id: string, now: number): Promise<boolean>;
+
+  /** Deletes every email of an address; returns how many live ones were removed. */
+  purgeInbox(address: string, now: number): Promise<number>;
+
+  /**
+   * Deletes every email with expiresAt <= now (and the messages they alone referenced); returns how
+   * many. A backend sweeps its other seams' expired records in the same call (webhook events, fault
+   * rules).
+   */
+  sweepExpired(now: number): Promise<number>;
+}
+
+/** Stored messages as received, by message key, and what is derived from each (views, parts, search text, verdicts). */
+export interface MessageStore {
   /** The stored message as received, in chunks; null once its last row is gone. */
   readRaw(messageKey: string): Promise<StoredBytes | null>;
 
@@ -176,13 +159,8 @@ export interface Store {
    */
   putViews(messageKey: string, views: string, parts: Uint8Array[]): Promise<void>;
 
-  /**
-   * Whether the search text of each email's message contains `needle` (a needle in search form,
-   * domain/search.ts), in the order of `ids`: true or false, or null when the email is gone (deleted,
-   * expired by `now`) or its message has no search text (stored before search texts existed). Reads
-   * at most the search texts of these emails, each at most SEARCH_TEXT_MAX_CHARS.
-   */
-  matchText(ids: string[], needle: string, now: number): Promise<(boolean | null)[]>;
+  /** Part `index` as written by putViews, or null. */
+  readPart(messageKey: string, index: number): Promise<StoredBytes | null>;
 
   /** Gives a message that has no search text this one (mail stored before search texts existed). */
   putSearchText(messageKey: string, text: string): Promise<void>;
@@ -192,42 +170,27 @@ export interface Store {
 
   /** Keeps the verdicts of a message (replacing earlier ones); a message already freed stays freed. */
   putAuthentication(messageKey: string, verdicts: string): Promise<void>;
+}
 
-  /** Part `index` as written by putViews, or null. */
-  readPart(messageKey: string, index: number): Promise<StoredBytes | null>;
-
-  /** Deletes one live email (its message too when no other row references it); false when it was missing. */
-  deleteEmail(id: string, now: number): Promise<boolean>;
-
-  /** Deletes every email of an address; returns how many live ones were removed. */
-  purgeInbox(address: string, now: number): Promise<number>;
-
-  /** Deletes every email with expiresAt <= now (and the messages they alone referenced); returns how many. */
-  sweepExpired(now: number): Promise<number>;
-
-  /**
-   * Creates a key unless the IP already minted `maxPerWindow` keys within `windowMs` before `now`.
-   * Atomic: parallel mints from one IP never exceed the limit. `ip` is an opaque bucket string.
-   */
-  mintKey(key: NewKey, ip: string, maxPerWindow: number, windowMs: number, now: number): Promise<MintResult>;
-
-  /** The key with this hash (revoked or not), or null. */
-  findKey(hash: string): Promise<KeyRecord | null>;
-
-  /** Every key, oldest first. */
-  listKeys(): Promise<KeyRecord[]>;
-
-  /**
-   * Records a use of the key with this hash at `at`: its lastUsedAt becomes `at` unless it is later
-   * already. A hash of no key is ignored. Not durable on its own terms (the next use records again).
-   */
-  touchKey(hash: string, at: number): Promise<void>;
-
-  /** Revokes every not-yet-revoked key whose prefix starts with `prefix`; returns them. */
-  revokeKeys(prefix: string, now: number): Promise<KeyRecord[]>;
-
+/** The mail seam: rows and their messages, and whether the backend answers. */
+export interface MailStore extends MailRows, MessageStore {
   /** Throws when the backend is not reachable (health check). */
   ping(): Promise<void>;
+}
+
+/**
+ * What a backend is: one object implementing every seam. Only assemble*.ts, the operator's CLI
+ * (main.ts) and tests hold one; each service is given the seams it reads (services/core.ts).
+ */
+export interface Store extends MailStore, KeyStore {
+  /** Webhook registrations and their durable delivery queue (webhooks.ts). */
+  readonly webhooks: WebhookStore;
+
+  /** Domains added and retired at run time (domains.ts). */
+  readonly domains: DomainStore;
+
+  /** SMTP fault rules set per address by API keys (faults.ts). */
+  readonly faults: FaultStore;
 
   close(): Promise<void>;
 }

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { storeTest, type StoreHarness } from './store.suite.ts';
+import { storeTest, type StoreHarness } from './harness.ts';
 
 const name = (tag: string) => `${tag}-${randomUUID().slice(0, 8)}.example`;
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import type { FaultRule } from '../../src/store/faults.ts';
-import { storeTest, type StoreHarness } from './store.suite.ts';
+import { storeTest, type StoreHarness } from './harness.ts';
 
 const NOW = 1_800_000_000_000;
 const rule = (over: Partial<FaultRule> = {}): FaultRule => ({

@@ -129,6 +129,26 @@ export function limiterSuite(name: string, harness: LimiterHarness): void {
       assert.equal(await l.acquireWait(bucket(), 0, lease, t), null, 'max 0 admits none');
     });
 
+    withLimiter('take: at most max uses per bucket in a sliding window, atomically; a refusal counts nothing and says when the oldest frees', async (l) => {
+      // the keys an IP mints (3 per 24 hours): moved here from the store suite, the same checks
+      const now = Date.now();
+      const b = bucket();
+      assert.deepEqual(await l.take(b, 3, DAY_MS, now - 5000), { ok: true });
+      assert.deepEqual(await l.take(b, 3, DAY_MS, now - 3000), { ok: true });
+      assert.deepEqual(await l.take(b, 3, DAY_MS, now), { ok: true });
+      const refused = await l.take(b, 3, DAY_MS, now + 1000);
+      assert.deepEqual(refused, { ok: false, retryAfterMs: DAY_MS - 6000 }, 'the oldest of the window frees first');
+      assert.deepEqual(await l.take(bucket(), 3, DAY_MS, now), { ok: true }, 'other buckets are independent');
+      assert.deepEqual(await l.take(b, 3, DAY_MS, now - 5000 + DAY_MS), { ok: true }, 'a use frees after the window (and the refused one was not counted)');
+      assert.deepEqual(await l.take(b, 3, DAY_MS, now - 5000 + DAY_MS), { ok: false, retryAfterMs: 2000 }, 'full again: the use at now - 3000 frees next');
+
+      const par = bucket();
+      const results = await Promise.all(Array.from({ length: 12 }, () => l.take(par, 3, DAY_MS, now)));
+      assert.equal(results.filter((r) => r.ok).length, 3, 'parallel takes never exceed the limit');
+      assert.ok(results.filter((r) => !r.ok).every((r) => !r.ok && r.retryAfterMs === DAY_MS));
+      assert.deepEqual(await l.take(bucket(), 0, DAY_MS, now), { ok: false, retryAfterMs: DAY_MS }, 'max 0 admits none');
+    });
+
     withLimiter('parallel acquisitions take exactly max slots', async (l) => {
       const b = bucket();
       const t = Date.now();

@@ -1,5 +1,6 @@
-// The store, limiter and bus conformance suites against a real 3-master Redis Cluster started on
-// loopback for this file (redis-cli --cluster create), stopped afterwards.
+// The conformance suites of every store seam (mail, keys, webhooks, faults, domains), the limiter
+// and the bus against a real 3-master Redis Cluster started on loopback for this file
+// (redis-cli --cluster create), stopped afterwards.
 import { after, before } from 'node:test';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
 import { connect, parseRedisUrl, whenReady } from '../../src/redis/client.ts';
@@ -8,7 +9,8 @@ import { SKIP_SERVER, startCluster, type RedisCluster } from '../redis/servers.t
 import { busSuite } from './bus.suite.ts';
 import { limiterSuite } from './limiter.suite.ts';
 import { redisHarness } from './redis-harness.ts';
-import { storeSuite } from './store.suite.ts';
+import { keySuite } from './keys.suite.ts';
+import { mailSuite } from './mail.suite.ts';
 import { webhookSuite } from './webhooks.suite.ts';
 import { faultSuite } from './faults.suite.ts';
 import { domainSuite } from './domains.suite.ts';
@@ -24,7 +26,8 @@ if (!SKIP_SERVER) {
     await cluster?.stop();
   });
 }
-storeSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
+mailSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
+keySuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 webhookSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER, bodies: h.webhookBodies });
 faultSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });
 domainSuite('redis cluster (3 masters)', { open: h.open, skip: SKIP_SERVER });

@@ -1,5 +1,6 @@
-// The store conformance suite against the SQLite reference backend: in memory (commits on the main
-// thread) and on a file (commits on the writer thread), plus what only a file can show: a restart.
+// Every store seam's conformance suite (mail, keys, webhooks, faults, domains) against the SQLite
+// reference backend: in memory (commits on the main thread) and on a file (commits on the writer
+// thread), plus what only a file can show: a restart.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,7 +10,9 @@ import Database from 'better-sqlite3';
 import { withReadCache } from '../../src/store/read-cache.ts';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
-import { inbox, newEmail, rawMessage, storeSuite } from './store.suite.ts';
+import { inbox, newEmail, rawMessage } from './harness.ts';
+import { keySuite } from './keys.suite.ts';
+import { mailSuite } from './mail.suite.ts';
 import { webhookSuite } from './webhooks.suite.ts';
 import { faultSuite } from './faults.suite.ts';
 import { domainSuite } from './domains.suite.ts';
@@ -18,9 +21,11 @@ const dir = mkdtempSync(join(tmpdir(), 'ephemail-store-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 
-storeSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
+mailSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
+keySuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 webhookSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
-storeSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
+mailSuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
+keySuite('sqlite file', { open: async () => createSqliteStore(join(dir, `suite-${n++}.db`)) });
 // the file's event bodies, read through a second connection (the suite checks one body per email)
 let webhookFile = '';
 const webhookBodies = async () => {
@@ -37,8 +42,10 @@ faultSuite('sqlite file + read cache', { open: async () => withReadCache(createS
 domainSuite('sqlite', { open: async () => createSqliteStore(':memory:') });
 domainSuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
 // the service runs every store behind its read cache: the cached store is held to the same suite
-storeSuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(':memory:')) });
-storeSuite('sqlite file + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
+mailSuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(':memory:')) });
+keySuite('sqlite + read cache', { open: async () => withReadCache(createSqliteStore(':memory:')) });
+mailSuite('sqlite file + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
+keySuite('sqlite file + read cache', { open: async () => withReadCache(createSqliteStore(join(dir, `suite-${n++}.db`))) });
 
 async function bytesOf(chunks: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
   const parts: Buffer[] = [];

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type DeliveryAttempt, type DeliveryJob, type EventBody, type NewDeliveryJob, type WebhookRecord } from '../../src/store/webhooks.ts';
-import { storeTest, type StoreHarness } from './store.suite.ts';
+import { storeTest, type StoreHarness } from './harness.ts';
 
 export interface WebhookHarness extends StoreHarness {
   /** How many event bodies the store opened last holds (a look at the backend's own storage), where the harness can tell. */
@@ -257,6 +257,6 @@ export function webhookSuite(name: string, harness: WebhookHarness): void {
     });
   });
 
-  // the webhook suite's keys too (it runs after the store suite's cleanup)
+  // the webhook suite's keys too (it runs after the mail suite's cleanup)
   if (harness.cleanup) it(`${name}: webhook cleanup`, async () => harness.cleanup!());
 }

@@ -217,7 +217,7 @@ describe('SMTP faults on demand', () => {
     assert.equal(r.rcpt[0].code, 250);
     assert.equal(r.data?.code, 250);
     // a quick check of the fast path: 2,000 lookups of an address with no rule
-    const faults = svc.service.core.store.faults;
+    const faults = svc.service.store.faults;
     const t0 = performance.now();
     for (let i = 0; i < 2000; i++) await faults.takeFault(`nobody${i}@ephemail.test`, 'rcpt', Date.now());
     const perLookup = (performance.now() - t0) / 2000;

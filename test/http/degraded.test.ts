@@ -20,7 +20,7 @@ test('SMTP stopped → health 503 degraded, smtp "stopped"', async () => {
 test('store unreachable → health 503 database "disconnected"; data endpoints 500 internal_error with retry-after', async () => {
   const svc = await startService();
   try {
-    await svc.service.core.store.close();
+    await svc.service.store.close();
     const res = await svc.api('/api/v1/health');
     assert.equal(res.status, 503);
     assert.deepEqual(await res.json(), { data: { status: 'degraded', database: 'disconnected', smtp: 'running' } });

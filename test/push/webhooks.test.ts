@@ -193,9 +193,9 @@ describe('webhooks: *@<domain> is off unless the operator allows it (the default
     const all = await startReceiver();
     const one = await startReceiver();
     try {
-      const keyHash = (await svc.service.core.store.findKey(createHash('sha256').update(key).digest('hex')))!.hash;
+      const keyHash = (await svc.service.core.keys.findKey(createHash('sha256').update(key).digest('hex')))!.hash;
       const wild = { id: 'wh_storedwildcard', keyHash, url: all.url, target: '*@ephemail.test', secret: `whsec_${Buffer.alloc(24, 1).toString('base64')}`, createdAt: Date.now() };
-      await svc.service.core.store.webhooks.addWebhook(wild, { perKey: 10, perTarget: 10 });
+      await svc.service.store.webhooks.addWebhook(wild, { perKey: 10, perTarget: 10 });
       assert.ok((await (await svc.api('/api/v1/webhooks', { headers: auth() })).json()).data.some((w: any) => w.id === wild.id && w.address === '*@ephemail.test'));
       const own = (await (await svc.api('/api/v1/webhooks', { method: 'POST', headers: { ...json, ...auth() }, body: JSON.stringify({ url: one.url, address: 'watched@ephemail.test' }) })).json()).data;
       assert.equal((await mail(svc.smtpPort, 'watched@ephemail.test', 'for the inbox webhook')).data?.code, 250);

@@ -10,7 +10,7 @@ import { connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/r
 import { addressSlot, idSlot, keySlot, keyspace } from '../../src/redis/keys.ts';
 import { createRedisStore } from '../../src/store/redis/redis-store.ts';
 import { createRedisLimiter } from '../../src/limiter/redis.ts';
-import { inbox, newEmail } from '../conformance/store.suite.ts';
+import { inbox, newEmail } from '../conformance/harness.ts';
 import { redisHarness } from '../conformance/redis-harness.ts';
 import { until } from '../helpers/time.ts';
 import { SKIP_REDIS, SKIP_SERVER, TEST_REDIS_URL, startRedis, describeRedis } from './servers.ts';
@@ -52,7 +52,7 @@ describeRedis('Redis store specifics', { skip: SKIP_REDIS, concurrency: 1 }, () 
       const ttl = await client.pttl(key);
       assert.ok(ttl > 50_000 && ttl <= 60_000, `${key} ttl ${ttl}`);
     }
-    await store.mintKey({ hash: 'h'.repeat(64), prefix: 'eph_test0001', label: '', contactEmail: null, createdAt: Date.now() }, 'ip:x', 3, 86_400_000, Date.now());
+    await store.addKey({ hash: 'h'.repeat(64), prefix: 'eph_test0001', label: '', contactEmail: null, createdAt: Date.now() });
     assert.equal(await client.pttl(keys.keyRecord('h'.repeat(64))), -1);
     assert.equal(await client.pttl(keys.keyList), -1);
     const [gone] = await store.addEmails([newEmail(a, { expiresAt: Date.now() + 300 })]);

@@ -43,7 +43,7 @@ function flakyStore() {
 
 test('EPHEMAIL_DOMAINS first and always active; an added domain after them; a retired one only serves reads', async () => {
   const { store } = flakyStore();
-  const reg = createDomainRegistry({ config, store, clock: { now: () => 1000 }, log: silent });
+  const reg = createDomainRegistry({ config, store: store.domains, clock: { now: () => 1000 }, log: silent });
   await reg.refresh();
   assert.deepEqual(reg.active(), ['one.test', 'two.test']);
   assert.equal(reg.defaultDomain, 'one.test');
@@ -62,7 +62,7 @@ test('a store that cannot be read: EPHEMAIL_DOMAINS only and "unavailable" for t
   const { store, state } = flakyStore();
   await store.domains.addDomain('added.example', 1000, 10);
   state.down = true;
-  const reg = createDomainRegistry({ config, store, clock: { now: () => 1000 }, log: silent });
+  const reg = createDomainRegistry({ config, store: store.domains, clock: { now: () => 1000 }, log: silent });
   await assert.rejects(reg.refresh(), StoreUnavailableError);
   assert.deepEqual(reg.active(), ['one.test', 'two.test']);
   assert.equal(reg.stateOf('one.test'), 'active');
@@ -80,7 +80,7 @@ test('a store that cannot be read: EPHEMAIL_DOMAINS only and "unavailable" for t
 
 test('an answer older than the one in use is dropped (reads overlap)', async () => {
   const { store, state } = flakyStore();
-  const reg = createDomainRegistry({ config, store, clock: { now: () => 1000 }, log: silent });
+  const reg = createDomainRegistry({ config, store: store.domains, clock: { now: () => 1000 }, log: silent });
   await reg.refresh();
   let release!: () => void;
   state.hold = new Promise((r) => (release = r));
@@ -96,8 +96,8 @@ test('an answer older than the one in use is dropped (reads overlap)', async () 
 
 test(`at most ${MAX_ADDED_ACTIVE} added domains active at once: the next is a conflict that says what to do`, async () => {
   const store = createSqliteStore(':memory:');
-  for (let i = 0; i < MAX_ADDED_ACTIVE; i++) await addDomain(config, store, `d${i}.example`, 1000 + i);
-  await assert.rejects(addDomain(config, store, 'one-more.example', 5000), (e: unknown) =>
+  for (let i = 0; i < MAX_ADDED_ACTIVE; i++) await addDomain(config, store.domains, `d${i}.example`, 1000 + i);
+  await assert.rejects(addDomain(config, store.domains, 'one-more.example', 5000), (e: unknown) =>
     e instanceof AppError && e.type === 'conflict' && e.message === `${MAX_ADDED_ACTIVE} added domains are active already (at most ${MAX_ADDED_ACTIVE}); retire one first`);
   await store.close();
 });

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { AppError, describeError } from '../../src/domain/errors.ts';
+import { createMemoryLimiter } from '../../src/limiter/memory.ts';
 import { HTTP_WORDING } from '../../src/http/plugins/errors.ts';
 import { toolError } from '../../src/mcp/errors.ts';
 import type { Core } from '../../src/services/core.ts';
@@ -30,7 +31,7 @@ test('createInbox refusals: local_part / name, the domains list, the occupied ad
   const store = createSqliteStore(':memory:');
   const config = loadConfig({ EPHEMAIL_DOMAINS: 'ephemail.test' });
   const clock = { now: () => Date.now() };
-  const domains = createDomainRegistry({ config, store, clock, log: pino({ level: 'silent' }) });
+  const domains = createDomainRegistry({ config, store: store.domains, clock, log: pino({ level: 'silent' }) });
   await domains.refresh();
   const core = { config, store, clock, domains } as unknown as Core;
   try {
@@ -53,7 +54,7 @@ test('createInbox refusals: local_part / name, the domains list, the occupied ad
 
 test('key refusals: the service names the next step (create a key), the API says its path', async () => {
   const store = createSqliteStore(':memory:');
-  const core = { config: loadConfig({}), store, clock: { now: () => Date.now() } } as unknown as Core;
+  const core = { config: loadConfig({}), keys: store, limiter: createMemoryLimiter(), clock: { now: () => Date.now() } } as unknown as Core;
   try {
     const refused = (raw: string) => refusal(() => authenticate(core, raw));
     const { apiKey, record } = await mintKey(core, { label: 'w' }, 'ip:127.0.0.1');

@@ -12,7 +12,7 @@ import type { ParsePool } from '../../src/smtp/parse-pool.ts';
 import { minimalViews, summarize, VIEWS_VERSION } from '../../src/smtp/parse.ts';
 import { until } from '../helpers/time.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
-import { inbox, newEmail } from '../conformance/store.suite.ts';
+import { inbox, newEmail } from '../conformance/harness.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-views-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -7,7 +7,7 @@ import { ipBucket } from '../../domain/limits.ts';
 import { hitClient, limitHeaders, type LimitResult } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
 import { authenticate, keyUseRecorder } from '../../services/keys.ts';
-import type { KeyRecord } from '../../store/store.ts';
+import type { KeyRecord } from '../../store/keys.ts';
 
 export interface Caller {
   kind: 'anonymous' | 'key';
@@ -103,7 +103,7 @@ export function setLimitHeaders(reply: FastifyReply, r: LimitResult): void {
 export function registerCaller(app: FastifyInstance, core: Core): void {
   app.decorateRequest('caller', null as unknown as Caller);
 
-  const recordUse = keyUseRecorder(core.store, core.log);
+  const recordUse = keyUseRecorder(core.keys, core.log);
   const keyCaller = (key: KeyRecord): Caller => ({ kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits });
 
   const reject = (caller: Caller, result: LimitResult): AppError => {

@@ -10,7 +10,7 @@ import { AppError } from '../../domain/errors.ts';
 import type { Core } from '../../services/core.ts';
 import type { DomainEntry } from '../../services/domains.ts';
 import { listKeys, revokeKeys } from '../../services/keys.ts';
-import type { KeyRecord } from '../../store/store.ts';
+import type { KeyRecord } from '../../store/keys.ts';
 import { toAppError } from '../plugins/errors.ts';
 import { data, errors } from './shared.ts';
 

@@ -172,7 +172,7 @@ const ListResponse = Type.Object({ data: Type.Array(SummaryRef), meta: ListMetaR
 type ListBody = Static<typeof ListResponse>;
 interface ListSerializers {
   /** Each summary's JSON, kept per summary object (createSummaryJson). */
-  summary: (e: import('../../store/store.ts').EmailSummary) => string;
+  summary: (e: import('../../domain/summary.ts').EmailSummary) => string;
   meta: (wire: unknown) => string;
 }
 /** The app's fast-json-stringify serializers of EmailSummary and ListMeta (the shared schemas). */

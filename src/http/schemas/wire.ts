@@ -6,7 +6,8 @@ import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
 import type { HtmlCheck } from '../../domain/html-check.ts';
 import type { SpamVerdict } from '../../domain/spam.ts';
 import type { AttachmentMeta, EmailFull } from '../../domain/message.ts';
-import type { EmailSummary, KeyRecord } from '../../store/store.ts';
+import type { EmailSummary } from '../../domain/summary.ts';
+import type { KeyRecord } from '../../store/keys.ts';
 import type { Core } from '../../services/core.ts';
 import { downloadUrl, emailUrl, rawUrl, webUrl } from '../../services/emails.ts';
 

@@ -3,13 +3,15 @@
 // never shows expired mail. Ids are assigned inside the write script from the server's TIME.
 import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
-import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
+import type { EmailSummary } from '../../domain/summary.ts';
+import { summaryOf, type ListQuery, type NewEmail, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
 import { call, closeClient, closing, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
 import { createRedisDomains } from './domains.ts';
 import { createRedisWebhooks } from './webhooks.ts';
 import { createRedisFaults } from './faults.ts';
+import { createRedisKeys } from './keys.ts';
 
 const CHUNK = 256 * 1024;
 const SWEEP_BATCH = 500;
@@ -19,14 +21,6 @@ const PING_TIMEOUT_MS = 2000;
 
 
 type StoredSummary = Omit<EmailSummary, 'id'>;
-
-/** touchKey. KEYS[1]: the key's record; ARGV[1]: the time. Field `u` only grows; no record, no write. */
-const TOUCH_KEY = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if tonumber(redis.call('HGET', KEYS[1], 'u') or '0') >= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'u', ARGV[1])
-return 1
-`;
 
 export interface RedisStoreOptions {
   client: RedisClient;
@@ -55,9 +49,6 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     putAuth: script(client, 'ephPutAuth', lua.PUT_AUTH, 1),
     purge: script(client, 'ephPurgeInbox', lua.PURGE_INBOX, 1),
     sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
-    mint: replicatedScript(client, 'ephMintKey', lua.MINT_KEY, 3, replicas),
-    revoke: script(client, 'ephRevokeKeys', lua.REVOKE_KEYS, 1),
-    touchKey: script(client, 'ephTouchKey', TOUCH_KEY, 1),
   };
   /** Slots this node already recorded in `slotsInUse` since its last sweep. */
   const slotsSeen = new Set<number>();
@@ -166,25 +157,6 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     return removed;
   }
 
-  const toKey = (hash: string, r: Record<string, string>): KeyRecord | null =>
-    r.p === undefined
-      ? null
-      : { hash, prefix: r.p, label: r.l ?? '', contactEmail: r.c ?? null, createdAt: Number(r.t), revokedAt: r.r === undefined ? null : Number(r.r), lastUsedAt: r.u === undefined ? null : Number(r.u) };
-
-  async function readKeys(hashes: string[]): Promise<KeyRecord[]> {
-    if (hashes.length === 0) return [];
-    const pipe = client.pipeline();
-    for (const h of hashes) pipe.hgetall(k.keyRecord(h));
-    const res = (await pipe.exec()) ?? [];
-    const out: KeyRecord[] = [];
-    res.forEach(([err, r], i) => {
-      if (err) throw err;
-      const rec = toKey(hashes[i], r as Record<string, string>);
-      if (rec) out.push(rec);
-    });
-    return out;
-  }
-
   const webhooks = createRedisWebhooks(client, k.prefix, replicas);
 
   return {
@@ -192,6 +164,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     webhooks,
     domains: createRedisDomains(client, k.domains, replicas),
     faults: createRedisFaults(client, k),
+    ...createRedisKeys(client, k, replicas), // the key seam (keys.ts): one object implements every seam
     addEmails: (emails) => call(() => addEmails(emails)),
     listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
     hasEmails: (address, now) => call(async () => (await listEmails(address, { limit: 1 }, now)).length > 0),
@@ -243,22 +216,6 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         await webhooks.sweepExpired(now); // expired webhook events, with the bodies they alone used
         return removed;
       }),
-    mintKey: (key: NewKey, ip, max, windowMs, now) =>
-      call(async (): Promise<MintResult> => {
-        const res = (await run.mint([k.mintLog(ip), k.keyRecord(key.hash), k.keyList], [
-          now, windowMs, max, key.hash, key.prefix, key.label, key.contactEmail ?? '', key.contactEmail === null ? 0 : 1, key.createdAt,
-        ])) as number[];
-        return res[0] === 1 ? { ok: true } : { ok: false, retryAfterMs: Number(res[1]) };
-      }),
-    findKey: (hash) => call(async () => toKey(hash, await client.hgetall(k.keyRecord(hash)))),
-    listKeys: () =>
-      call(async () => {
-        const all = await readKeys(await client.zrange(k.keyList, '0', '-1'));
-        return all.sort((a, b) => a.createdAt - b.createdAt || (a.prefix < b.prefix ? -1 : a.prefix > b.prefix ? 1 : 0));
-      }),
-    revokeKeys: (prefix, now) =>
-      call(async () => readKeys((await run.revoke([k.keyList], [k.keysBase, prefix, now])) as string[])),
-    touchKey: (hash, at) => call(async () => void (await run.touchKey([k.keyRecord(hash)], [at]))),
     /** Bounded at 2 s: a Redis that hangs (paused, overloaded) reads as down to the health check. */
     ping: () =>
       call(async () => {

@@ -13,7 +13,9 @@ import { MIGRATIONS } from './migrations.ts';
 import { createSqliteDomains } from './domains.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
 import { createSqliteFaults } from './faults.ts';
-import { summaryOf, type EmailSummary, type KeyRecord, type ListQuery, type MintResult, type NewEmail, type NewKey, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
+import { createSqliteKeys } from './keys.ts';
+import type { EmailSummary } from '../../domain/summary.ts';
+import { summaryOf, type ListQuery, type NewEmail, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
 
 const CHUNK = 256 * 1024;
 /** Rows one sweep transaction deletes: a flood expiring never holds the writer for long. */
@@ -30,16 +32,6 @@ interface EmailRow {
   received_at: number;
   expires_at: number;
 }
-interface KeyRow {
-  hash: string;
-  prefix: string;
-  label: string;
-  contact_email: string | null;
-  created_at: number;
-  revoked_at: number | null;
-  last_used_at: number | null;
-}
-
 const SUMMARY_COLS = 'id, address, sender, mailed_by, subject, has_attachments, received_at, expires_at';
 
 const toSummary = (r: EmailRow): EmailSummary => ({
@@ -52,18 +44,6 @@ const toSummary = (r: EmailRow): EmailSummary => ({
   receivedAt: r.received_at,
   expiresAt: r.expires_at,
 });
-const toKey = (r: KeyRow): KeyRecord => ({
-  hash: r.hash,
-  prefix: r.prefix,
-  label: r.label,
-  contactEmail: r.contact_email,
-  createdAt: r.created_at,
-  revokedAt: r.revoked_at,
-  lastUsedAt: r.last_used_at ?? null,
-});
-/** A key's columns with its last use (api_key_use, migration 4). */
-const KEY_SELECT = 'SELECT k.hash, k.prefix, k.label, k.contact_email, k.created_at, k.revoked_at, u.last_used_at FROM api_keys k LEFT JOIN api_key_use u ON u.hash = k.hash';
-
 /** Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one). */
 export function createSqliteStore(path: string, options: { random?: () => number } = {}): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -98,15 +78,6 @@ export function createSqliteStore(path: string, options: { random?: () => number
     deleteEmail: db.prepare('DELETE FROM emails WHERE id = ? AND expires_at > ?'),
     purgeLive: db.prepare('DELETE FROM emails WHERE address = ? AND expires_at > ?'),
     purgeAll: db.prepare('DELETE FROM emails WHERE address = ?'),
-    mintsSince: db.prepare('SELECT created_at FROM api_keys WHERE created_ip = ? AND created_at > ? ORDER BY created_at ASC'),
-    insertKey: db.prepare(`INSERT INTO api_keys (hash, prefix, label, contact_email, created_at, created_ip, revoked_at)
-      VALUES (?, ?, ?, ?, ?, ?, NULL)`),
-    findKey: db.prepare(`${KEY_SELECT} WHERE k.hash = ?`),
-    listKeys: db.prepare(`${KEY_SELECT} ORDER BY k.created_at ASC, k.prefix ASC`),
-    revokable: db.prepare(`${KEY_SELECT} WHERE substr(k.prefix, 1, length(?)) = ? AND k.revoked_at IS NULL`),
-    revoke: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE hash = ?'),
-    touchKey: db.prepare(`INSERT INTO api_key_use (hash, last_used_at) SELECT hash, ? FROM api_keys WHERE hash = ?
-      ON CONFLICT(hash) DO UPDATE SET last_used_at = max(last_used_at, excluded.last_used_at)`),
     ping: db.prepare('SELECT 1'),
   };
 
@@ -137,25 +108,6 @@ export function createSqliteStore(path: string, options: { random?: () => number
     return writes.write({ kind: 'add', messages: [...messages.values()], emails: rows }).then(() => summaries);
   }
 
-  // Read-then-write transactions on this connection run BEGIN IMMEDIATE (`.immediate`): a deferred one
-  // that read first cannot take the write lock once the writer thread committed in between
-  // (SQLITE_BUSY_SNAPSHOT, which busy_timeout does not wait out), and failed as "store unreachable".
-  const mint = db.transaction((key: NewKey, ip: string, max: number, windowMs: number, now: number): MintResult => {
-    const recent = q.mintsSince.all(ip, now - windowMs) as { created_at: number }[];
-    if (recent.length >= max) {
-      const freesAt = recent[recent.length - max].created_at + windowMs;
-      return { ok: false, retryAfterMs: Math.max(1, freesAt - now) };
-    }
-    q.insertKey.run(key.hash, key.prefix, key.label, key.contactEmail, key.createdAt, ip);
-    return { ok: true };
-  });
-
-  const revoke = db.transaction((prefix: string, now: number): KeyRecord[] => {
-    const rows = (q.revokable.all(prefix, prefix) as KeyRow[]).map(toKey);
-    for (const r of rows) q.revoke.run(now, r.hash);
-    return rows.map((r) => ({ ...r, revokedAt: now }));
-  });
-
   /** A blob read in chunks as they are consumed; ends early when it is deleted meanwhile. */
   function bytes(size: number | undefined | null, chunk: (offset: number) => Buffer | null | undefined): StoredBytes | null {
     if (size == null) return null;
@@ -172,12 +124,14 @@ export function createSqliteStore(path: string, options: { random?: () => number
   const webhooks = createSqliteWebhooks(db, guard);
   const domains = createSqliteDomains(db, guard);
   const faults = createSqliteFaults(db, guard);
+  const keys = createSqliteKeys(db, guard);
 
   return {
     capabilities: { sharedAcrossProcesses: false, orderedAcrossInboxes: true },
     webhooks,
     domains,
     faults,
+    ...keys, // the key seam (keys.ts): one object implements every seam
     addEmails,
     listEmails: (address: string, query: ListQuery, now: number) =>
       guard(() => {
@@ -237,15 +191,6 @@ export function createSqliteStore(path: string, options: { random?: () => number
       await guard(() => faults.expireFaults(now)); // SMTP fault rules past their inbox TTL (indexed on expires_at)
       return removed;
     },
-    mintKey: (key, ip, max, windowMs, now) => guard(() => mint.immediate(key, ip, max, windowMs, now)),
-    findKey: (hash) =>
-      guard(() => {
-        const r = q.findKey.get(hash) as KeyRow | undefined;
-        return r ? toKey(r) : null;
-      }),
-    listKeys: () => guard(() => (q.listKeys.all() as KeyRow[]).map(toKey)),
-    revokeKeys: (prefix, now) => guard(() => revoke.immediate(prefix, now)),
-    touchKey: (hash, at) => guard(() => void q.touchKey.run(at, hash)),
     ping: () => guard(() => void q.ping.get()),
     async close() {
       await writes.close();

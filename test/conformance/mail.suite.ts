@@ -1,54 +1,22 @@
-// The one Store conformance suite (ARCHITECTURE.md rule 2): every backend runs it unchanged.
-// Times are near the real clock (Redis expires keys by its own clock); expiry is exercised by
-// passing a later `now`. Behaviour that differs by backend is read from store.capabilities only.
+// The mail seam's conformance suite (src/store/store.ts MailStore; ARCHITECTURE.md rule 2): every
+// backend runs it unchanged. Times are near the real clock (Redis expires keys by its own clock);
+// expiry is exercised by passing a later `now`. Behaviour that differs by backend is read from
+// store.capabilities only.
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { StoreUnavailableError } from '../../src/domain/errors.ts';
-import type { NewEmail, NewKey, Store } from '../../src/store/store.ts';
-
-export interface StoreHarness {
-  /** A fresh, empty store (own file, key prefix or database). */
-  open(): Promise<Store>;
-  /** Removes everything the suite wrote; runs once after the suite. */
-  cleanup?(): Promise<void>;
-  /** A reason to skip (printed), e.g. no Redis. */
-  skip?: string | false;
-}
+import type { MailStore } from '../../src/store/store.ts';
+import { inbox, newEmail, rawMessage, storeTest, type StoreHarness } from './harness.ts';
 
 const HOUR = 3_600_000;
-const DAY = 86_400_000;
 const UUIDV7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-export const inbox = (tag = '') => `${tag}${randomUUID().slice(0, 8)}@ephemail.test`;
-
-/** A message's bytes as received. */
-export const rawMessage = (subject = 'hello') => Buffer.from(`From: Sender <s@example.org>\r\nSubject: ${subject}\r\n\r\ntext ${randomUUID()}\r\n`);
-
-export function newEmail(address: string, over: Partial<NewEmail> = {}): NewEmail {
-  const receivedAt = over.receivedAt ?? Date.now();
-  return {
-    address,
-    sender: 'Sender <s@example.org>',
-    mailedBy: 'example.org',
-    subject: 'hello',
-    hasAttachments: false,
-    raw: rawMessage(over.subject),
-    receivedAt,
-    expiresAt: receivedAt + HOUR,
-    ...over,
-  };
-}
-
-async function rawOf(store: Store, id: string, now: number): Promise<Buffer | null> {
+async function rawOf(store: MailStore, id: string, now: number): Promise<Buffer | null> {
   const row = await store.getEmail(id, now);
   const raw = row && (await store.readRaw(row.messageKey));
   return raw && (await collect(raw.chunks)).bytes;
 }
-
-const key = (prefix: string, createdAt: number, hash = randomBytes(32).toString('hex')): NewKey => ({
-  hash, prefix, label: `label ${prefix}`, contactEmail: null, createdAt,
-});
 
 async function collect(chunks: AsyncIterable<Uint8Array>): Promise<{ bytes: Buffer; count: number }> {
   const parts: Buffer[] = [];
@@ -60,24 +28,13 @@ function increasing(ids: string[], what: string): void {
   for (let i = 1; i < ids.length; i++) assert.ok(ids[i] > ids[i - 1], `${what}: ${ids[i]} > ${ids[i - 1]} at ${i}`);
 }
 
-/** A test that opens a fresh store from the harness and closes it after. */
-export const storeTest = (harness: StoreHarness) => (title: string, fn: (store: Store) => Promise<void>) =>
-  it(title, async () => {
-    const store = await harness.open();
-    try {
-      await fn(store);
-    } finally {
-      await store.close();
-    }
-  });
-
-export function storeSuite(name: string, harness: StoreHarness): void {
+export function mailSuite(name: string, harness: StoreHarness<MailStore>): void {
   if (harness.skip) {
     // one skipped test with the reason: a skipped describe would count as no test at all
-    it(`Store conformance: ${name}`, { skip: harness.skip }, () => undefined);
+    it(`Mail store conformance: ${name}`, { skip: harness.skip }, () => undefined);
     return;
   }
-  describe(`Store conformance: ${name}`, { concurrency: 1 }, () => {
+  describe(`Mail store conformance: ${name}`, { concurrency: 1 }, () => {
     const withStore = storeTest(harness);
 
     it('after close, ping and reads reject with StoreUnavailableError', async () => {
@@ -361,60 +318,6 @@ export function storeSuite(name: string, harness: StoreHarness): void {
       assert.equal(await store.readPart(key, 0), null);
       assert.deepEqual((await store.listEmails(b, { limit: 10 }, now)).map((e) => e.id), [keep.id]);
       assert.equal((await store.listEmails(a, { limit: 10 }, now)).length, 1);
-    });
-
-    withStore('mintKey allows max keys per IP per window, atomically, and says when the next frees', async (store) => {
-      const now = Date.now();
-      const ip = `ip:198.51.100.${Math.floor(Math.random() * 250)}`;
-      assert.deepEqual(await store.mintKey(key('eph_aaaaaaa1', now - 5000), ip, 3, DAY, now - 5000), { ok: true });
-      assert.deepEqual(await store.mintKey(key('eph_aaaaaaa2', now - 3000), ip, 3, DAY, now - 3000), { ok: true });
-      assert.deepEqual(await store.mintKey(key('eph_aaaaaaa3', now), ip, 3, DAY, now), { ok: true });
-      const refused = await store.mintKey(key('eph_aaaaaaa4', now + 1000), ip, 3, DAY, now + 1000);
-      assert.deepEqual(refused, { ok: false, retryAfterMs: DAY - 6000 }, 'the oldest of the window frees first');
-      assert.deepEqual(await store.mintKey(key('eph_bbbbbbb1', now), 'ip:203.0.113.9', 3, DAY, now), { ok: true }, 'other IPs are independent');
-      assert.deepEqual(await store.mintKey(key('eph_aaaaaaa5', now - 5000 + DAY), ip, 3, DAY, now - 5000 + DAY), { ok: true }, 'a slot frees after the window');
-      assert.equal((await store.listKeys()).length, 5, 'a refused mint stores nothing');
-
-      const par = `ip:192.0.2.${Math.floor(Math.random() * 250)}`;
-      const results = await Promise.all(Array.from({ length: 12 }, (_, i) => store.mintKey(key(`eph_p${String(i).padStart(7, '0')}`, now), par, 3, DAY, now)));
-      assert.equal(results.filter((r) => r.ok).length, 3, 'parallel mints never exceed the limit');
-      assert.ok(results.filter((r) => !r.ok).every((r) => !r.ok && r.retryAfterMs === DAY));
-    });
-
-    withStore('findKey, listKeys (oldest first) and revokeKeys (prefix match, once)', async (store) => {
-      const now = Date.now();
-      const k1 = { ...key('eph_abc12345', now - 3000), contactEmail: 'ops@example.org', label: 'CI' };
-      const k2 = key('eph_abd12345', now - 2000);
-      const k3 = key('eph_xyz12345', now - 1000);
-      for (const k of [k3, k1, k2]) assert.deepEqual(await store.mintKey(k, `ip:${k.prefix}`, 3, DAY, k.createdAt), { ok: true });
-      assert.deepEqual(await store.findKey(k1.hash), { ...k1, revokedAt: null, lastUsedAt: null });
-      assert.equal(await store.findKey('0'.repeat(64)), null);
-      assert.deepEqual((await store.listKeys()).map((k) => k.prefix), ['eph_abc12345', 'eph_abd12345', 'eph_xyz12345']);
-      const revoked = await store.revokeKeys('eph_ab', now);
-      assert.deepEqual(revoked.map((k) => k.prefix).sort(), ['eph_abc12345', 'eph_abd12345']);
-      assert.ok(revoked.every((k) => k.revokedAt === now));
-      assert.deepEqual(await store.revokeKeys('eph_ab', now + 1), [], 'a revoked key is not revoked again');
-      assert.deepEqual(await store.revokeKeys('eph_q', now), []);
-      assert.equal((await store.findKey(k2.hash))?.revokedAt, now, 'findKey returns revoked keys too');
-      assert.equal((await store.findKey(k3.hash))?.revokedAt, null);
-      assert.deepEqual((await store.listKeys()).map((k) => [k.prefix, k.revokedAt]), [['eph_abc12345', now], ['eph_abd12345', now], ['eph_xyz12345', null]]);
-      assert.deepEqual(await store.revokeKeys('eph_xyz12345', now), [{ ...k3, revokedAt: now, lastUsedAt: null }], 'a whole prefix matches');
-    });
-
-    withStore('touchKey records the latest use (never an earlier one), read by findKey, listKeys and revokeKeys; an unknown hash stays unknown', async (store) => {
-      const now = Date.now();
-      const k = key('eph_use12345', now - 5000);
-      assert.deepEqual(await store.mintKey(k, 'ip:use', 3, DAY, k.createdAt), { ok: true });
-      await store.touchKey(k.hash, now - 1000);
-      assert.equal((await store.findKey(k.hash))?.lastUsedAt, now - 1000);
-      await store.touchKey(k.hash, now - 2000);
-      assert.equal((await store.findKey(k.hash))?.lastUsedAt, now - 1000, 'an earlier time (another node, late) does not win');
-      await Promise.all([store.touchKey(k.hash, now), store.touchKey(k.hash, now - 500)]);
-      assert.deepEqual((await store.listKeys()).map((x) => [x.prefix, x.lastUsedAt]), [['eph_use12345', now]]);
-      const missing = '1'.repeat(64);
-      await store.touchKey(missing, now);
-      assert.equal(await store.findKey(missing), null, 'a use of no key creates none');
-      assert.deepEqual((await store.revokeKeys('eph_use12345', now + 1)).map((x) => x.lastUsedAt), [now]);
     });
 
     withStore('ids strictly increase across many concurrent addEmails, in the order they become visible', async (store) => {
