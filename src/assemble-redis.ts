@@ -1,7 +1,7 @@
 // Redis backends (EPHEMAIL_STORE=redis://…, rediss://…, redis+cluster://…): one store connection
 // shared with the limiter, one pub/sub connection for the bus. Loaded lazily by assemble.ts.
 import type { Logger } from 'pino';
-import type { Backends } from './assemble.ts';
+import type { Backends } from './backends.ts';
 import { createRedisBus } from './bus/redis.ts';
 import { redactStoreUrl, type Config } from './config.ts';
 import { createRedisLimiter } from './limiter/redis.ts';

@@ -3,13 +3,12 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import type { Bus } from './bus/bus.ts';
+import type { Backends } from './backends.ts';
 import { createMemoryBus } from './bus/memory.ts';
 import { redactStoreUrl, type Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
 import { webhookEventJson } from './http/schemas/wire.ts';
-import type { Limiter } from './limiter/limiter.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
 import type { Core } from './services/core.ts';
@@ -21,13 +20,8 @@ import { createWebhookService } from './services/webhooks.ts';
 import { createSmtpReceiver, createSmtpReceiverWithTls, type SmtpListener } from './smtp/server.ts';
 import { createSqliteStore } from './store/sqlite/sqlite-store.ts';
 import { withReadCache } from './store/read-cache.ts';
-import type { Store } from './store/store.ts';
 
-export interface Backends {
-  store: Store;
-  bus: Bus;
-  limiter: Limiter;
-}
+export type { Backends } from './backends.ts';
 
 /** Opens the store named by EPHEMAIL_STORE, with the bus and limiter that fit it. */
 export async function openBackends(config: Config, log: Logger): Promise<Backends> {
