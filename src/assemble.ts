@@ -11,6 +11,7 @@ import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
 import { webhookEventJson } from './http/schemas/wire.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
+import { createSecureRandom } from './random.ts';
 import type { Core } from './services/core.ts';
 import { createDomainRegistry } from './services/domains.ts';
 import { createAuthenticationService } from './services/authentication.ts';
@@ -27,7 +28,7 @@ export type { Backends } from './backends.ts';
 export async function openBackends(config: Config, log: Logger): Promise<Backends> {
   if (config.store.startsWith('sqlite:')) {
     const path = config.store.slice('sqlite:'.length);
-    return { store: createSqliteStore(path === ':memory:' ? ':memory:' : path), bus: createMemoryBus(), limiter: createMemoryLimiter() };
+    return { store: createSqliteStore(path === ':memory:' ? ':memory:' : path, { random: createSecureRandom() }), bus: createMemoryBus(), limiter: createMemoryLimiter() };
   }
   // Redis is loaded lazily: a SQLite deployment never imports ioredis.
   const { openRedisBackends } = await import('./assemble-redis.ts');
