@@ -365,7 +365,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
             if (rule.disconnect) {
               core.log.info(fields, 'SMTP fault: connection dropped instead of the reply to DATA; nothing stored');
               openConnection(session)?.close();
-              return callback(smtpError(421, '4.4.2 Connection dropped by a fault rule')); // (not sent: the socket is gone)
+              return callback(smtpError(421, '4.4.2 Connection dropped by a fault rule')); // (not sent: the connection is closing)
             }
             core.log.info({ ...fields, delay_seconds: rule.delaySeconds }, 'SMTP fault: the reply to DATA is delayed');
             setTimeout(() => {
