@@ -1,11 +1,11 @@
 // Redis backends (EPHEMAIL_STORE=redis://…, rediss://…, redis+cluster://…): one store connection
 // shared with the limiter, one pub/sub connection for the bus. Loaded lazily by assemble.ts.
 import type { Logger } from 'pino';
-import type { Backends } from './assemble.ts';
+import type { Backends } from './backends.ts';
 import { createRedisBus } from './bus/redis.ts';
 import { redactStoreUrl, type Config } from './config.ts';
 import { createRedisLimiter } from './limiter/redis.ts';
-import { closing, connect, parseRedisUrl, whenReady, type RedisClient } from './redis/client.ts';
+import { connect, parseRedisUrl, whenReady, type RedisClient } from './redis/client.ts';
 import { keyspace } from './redis/keys.ts';
 import { createRedisStore } from './store/redis/redis-store.ts';
 
@@ -19,8 +19,8 @@ function watch(client: RedisClient, role: string, log: Logger): void {
     if (!down) log.warn({ err: { message: err.message }, role }, 'redis connection error');
     down = true;
   });
-  client.on('close', () => {
-    if (closing.has(client)) return;
+  // 'reconnecting', not 'close': a client closed on purpose (closeClient) closes without reconnecting
+  client.on('reconnecting', () => {
     if (!down) log.warn({ role }, 'redis connection lost; reconnecting');
     down = true;
   });

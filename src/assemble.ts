@@ -3,15 +3,16 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
-import type { Bus } from './bus/bus.ts';
+import type { Backends } from './backends.ts';
+import type { Store } from './store/store.ts';
 import { createMemoryBus } from './bus/memory.ts';
 import { redactStoreUrl, type Config } from './config.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
 import { webhookEventJson } from './http/schemas/wire.ts';
-import type { Limiter } from './limiter/limiter.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
+import { createSecureRandom } from './random.ts';
 import type { Core } from './services/core.ts';
 import { createDomainRegistry } from './services/domains.ts';
 import { createAuthenticationService } from './services/authentication.ts';
@@ -21,19 +22,14 @@ import { createWebhookService } from './services/webhooks.ts';
 import { createSmtpReceiver, createSmtpReceiverWithTls, type SmtpListener } from './smtp/server.ts';
 import { createSqliteStore } from './store/sqlite/sqlite-store.ts';
 import { withReadCache } from './store/read-cache.ts';
-import type { Store } from './store/store.ts';
 
-export interface Backends {
-  store: Store;
-  bus: Bus;
-  limiter: Limiter;
-}
+export type { Backends } from './backends.ts';
 
 /** Opens the store named by EPHEMAIL_STORE, with the bus and limiter that fit it. */
 export async function openBackends(config: Config, log: Logger): Promise<Backends> {
   if (config.store.startsWith('sqlite:')) {
     const path = config.store.slice('sqlite:'.length);
-    return { store: createSqliteStore(path === ':memory:' ? ':memory:' : path), bus: createMemoryBus(), limiter: createMemoryLimiter() };
+    return { store: createSqliteStore(path === ':memory:' ? ':memory:' : path, { random: createSecureRandom() }), bus: createMemoryBus(), limiter: createMemoryLimiter() };
   }
   // Redis is loaded lazily: a SQLite deployment never imports ioredis.
   const { openRedisBackends } = await import('./assemble-redis.ts');

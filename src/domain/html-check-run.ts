@@ -7,11 +7,9 @@ export { HTML_CHECK_MAX_CHARS } from './html-check.ts';
 
 interface RawFeature { title: string; url?: string }
 const nicenames = (rawData as unknown as { nicenames: { family: Record<string, string>; platform: Record<string, string> } }).nicenames;
-let urls: Map<string, string> | null = null;
-const urlOf = (title: string) => {
-  urls ??= new Map((rawData as unknown as { data: RawFeature[] }).data.map((f) => [f.title, f.url ?? '']));
-  return urls.get(title) || null;
-};
+/** caniemail's page of each feature, by title (read-only; this module loads with the first check). */
+const urls: ReadonlyMap<string, string> = new Map((rawData as unknown as { data: RawFeature[] }).data.map((f) => [f.title, f.url ?? '']));
+const urlOf = (title: string) => urls.get(title) || null;
 export const clientName = (id: string) => {
   const [family, platform] = id.split('.', 2);
   return `${nicenames.family[family] ?? family} ${nicenames.platform[platform] ?? platform}`;

@@ -32,28 +32,12 @@ export interface IdGenerator {
   next(nowMs: number): string;
 }
 
-const POOL = new Uint32Array(1024);
-let pooled = POOL.length;
-
-/**
- * A uniform number in [0, 1) from the platform's cryptographic generator (Web Crypto), drawn 1,024
- * at a time. Ids are as good as an address to whoever knows one, so their random bits must not be
- * predictable from other ids (Math.random's state can be recovered from a few outputs).
- */
-export function secureRandom(): number {
-  if (pooled >= POOL.length) {
-    globalThis.crypto.getRandomValues(POOL);
-    pooled = 0;
-  }
-  return POOL[pooled++] / 2 ** 32;
-}
-
 /**
  * A monotonic generator: a new millisecond starts its counter at a random point in the lower
  * half of the counter space; a repeated or earlier millisecond (clock step back) increments it.
- * `random` is injected (tests); the default is secureRandom.
+ * `random` is injected: a cryptographic source in the service (src/random.ts), a fixed one in tests.
  */
-export function createIdGenerator(random: () => number = secureRandom, after?: string): IdGenerator {
+export function createIdGenerator(random: () => number, after?: string): IdGenerator {
   let lastMs = -1;
   let counter = 0n;
   if (after) {

@@ -1,6 +1,9 @@
 // Tiers, limits and rate-limit buckets (spec: Limits; DECISIONS.md "Rate-limit windows").
 import { isIPv6 } from 'node:net';
 
+/** The largest request body the HTTP API and the MCP endpoint read (docs/security.md, "Limits"). */
+export const BODY_LIMIT = 64 * 1024;
+
 /**
  * The anonymous bucket of a client IP: IPv4 as is, IPv4-mapped IPv6 as IPv4, other IPv6 grouped
  * by /64 (one subscriber usually holds a whole /64).

@@ -3,6 +3,7 @@ import { Ajv } from 'ajv';
 import { BlockList, isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.ts';
+import { BODY_LIMIT } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
@@ -14,8 +15,6 @@ import { countRequests, registerProbes } from './probes.ts';
 import { registerRoutes } from './routes/index.ts';
 import { SECURITY } from './routes/shared.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
-
-export const BODY_LIMIT = 64 * 1024;
 
 /** Fastify's trust function: hop 0 (the direct peer) when it is in the configured ranges, never further. */
 function trustedHop(ranges: false | readonly string[]): false | ((address: string, hop: number) => boolean) {

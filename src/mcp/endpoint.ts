@@ -9,8 +9,7 @@
 // start (start-up time and idle memory): the route is registered at start all the same.
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { BODY_LIMIT } from '../http/app.ts';
-import { ipBucket } from '../domain/limits.ts';
+import { BODY_LIMIT, ipBucket } from '../domain/limits.ts';
 import { hitClient } from '../limiter/limiter.ts';
 import type { Limits } from '../config.ts';
 import type { Core } from '../services/core.ts';

@@ -94,9 +94,6 @@ export function connect(target: RedisTarget, options: ConnectOptions = {}): Redi
   });
 }
 
-/** Clients being closed on purpose: their 'close' is no outage. */
-export const closing = new WeakSet<RedisClient>();
-
 /** Resolves when the client is ready, or rejects after `ms`. */
 export function whenReady(client: RedisClient, ms: number): Promise<void> {
   if (client.status === 'ready') return Promise.resolve();
@@ -136,7 +133,6 @@ export async function call<T>(fn: () => Promise<T>): Promise<T> {
 /** Quits politely when Redis answers, else drops the connection; never throws. */
 export async function closeClient(client: RedisClient): Promise<void> {
   if (client.status === 'end') return;
-  closing.add(client);
   try {
     if (client.status !== 'ready') throw new Error('not ready');
     await Promise.race([client.quit(), new Promise((_, reject) => setTimeout(() => reject(new Error("quit timeout")), 2000).unref())]);

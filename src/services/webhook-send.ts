@@ -61,6 +61,8 @@ export interface SendOptions {
   allowPrivate: boolean;
   timeoutMs: number;
   resolve?: Resolve;
+  /** Keep-alive connections of the service that sends (createWebhookAgents); Node's global agent without. */
+  agents?: WebhookAgents;
 }
 
 export interface SendResult {
@@ -73,10 +75,22 @@ export interface SendResult {
 }
 
 const BODY_READ_MAX = 64 * 1024;
-const agents = {
-  http: new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 30_000 }),
-  https: new https.Agent({ keepAlive: true, maxSockets: 256, timeout: 30_000 }),
-};
+
+export interface WebhookAgents {
+  http: http.Agent;
+  https: https.Agent;
+  /** Closes the kept-alive connections (the webhook service's stop). */
+  destroy(): void;
+}
+
+/** Keep-alive agents for one webhook service: made when it is created, destroyed when it stops. */
+export function createWebhookAgents(): WebhookAgents {
+  const agents = {
+    http: new http.Agent({ keepAlive: true, maxSockets: 256, timeout: 30_000 }),
+    https: new https.Agent({ keepAlive: true, maxSockets: 256, timeout: 30_000 }),
+  };
+  return { ...agents, destroy: () => { agents.http.destroy(); agents.https.destroy(); } };
+}
 
 class RefusedAddress extends Error {}
 
@@ -142,7 +156,7 @@ export function postWebhook(raw: string, headers: Record<string, string>, body: 
     };
     const req = mod.request(url, {
       method: 'POST',
-      agent: url.protocol === 'https:' ? agents.https : agents.http,
+      agent: options.agents?.[url.protocol === 'https:' ? 'https' : 'http'],
       lookup,
       headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), 'user-agent': 'ephemail-webhooks/1' },
     });

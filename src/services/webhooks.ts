@@ -18,7 +18,7 @@ import type { EmailSummary } from '../domain/summary.ts';
 import type { KeyStore } from '../store/keys.ts';
 import type { DeliveryAttempt, DeliveryJob, DroppedJob, EventBody, NewDeliveryJob, WebhookRecord, WebhookStore } from '../store/webhooks.ts';
 import type { DomainRegistry } from './domains.ts';
-import { boundedResolve, checkDestination, postWebhook, systemResolve, type Resolve } from './webhook-send.ts';
+import { boundedResolve, checkDestination, createWebhookAgents, postWebhook, systemResolve, type Resolve } from './webhook-send.ts';
 
 /** A receiver has this long to answer. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
@@ -123,6 +123,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
   const mayWatchDomain = deps.mayWatchDomain ?? (() => config.webhooks.wildcard);
   // every lookup of a webhook's host (registration and delivery): 2 at a time on this node, 3 s each
   const resolve = boundedResolve(deps.resolve ?? systemResolve);
+  const agents = createWebhookAgents();
   const max = config.webhooks.maxInFlight;
   /** Deliveries one key may run at once on this node: a quarter of them (docs/push.md "Fairness"). */
   const keyShare = Math.max(1, Math.floor(max / 4));
@@ -160,7 +161,7 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
         'webhook-id': job.id,
         'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
         'webhook-signature': signature,
-      }, job.payload, { allowPrivate: config.webhooks.allowPrivate, timeoutMs: DELIVERY_TIMEOUT_MS, resolve });
+      }, job.payload, { allowPrivate: config.webhooks.allowPrivate, timeoutMs: DELIVERY_TIMEOUT_MS, resolve, agents });
       responseCode = r.status;
       error = r.error;
       const now = clock.now();
@@ -308,7 +309,10 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
       stopped = true;
       if (timer) clearInterval(timer);
       // deliveries running finish if they can within a second; the rest are leased and come back
-      await Promise.race([Promise.allSettled([...running]), new Promise((r) => setTimeout(r, 1000).unref())]);
+      const settled = Promise.allSettled([...running]);
+      await Promise.race([settled, new Promise((r) => setTimeout(r, 1000).unref())]);
+      // kept-alive connections close once no delivery uses them (one still running keeps its own)
+      void settled.then(() => agents.destroy());
     },
   };
 }

@@ -4,7 +4,6 @@
 import { X509Certificate } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
-import { SMTPConnection } from 'smtp-server/lib/smtp-connection.js';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
 import { createHoldCounter, ipBucket } from '../domain/limits.ts';
 import { StoreFullError, StoreUnavailableError } from '../domain/errors.ts';
@@ -48,34 +47,40 @@ export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
   proxyHeaderMs: 5_000,
 });
 
-/** The parts of smtp-server's connection object the session deadline looks at. */
-interface ConnectionView {
-  id: string;
-  session: SMTPServerSession;
-  send(code: number, data: string): void;
-  _handlerPending?: boolean;
-  _dataStream?: unknown;
-  _parser?: { _dataMode?: boolean } | false;
-  _closing?: boolean;
-  _closed?: boolean;
-  _socket?: { destroy(): void; destroyed?: boolean };
-}
-/** `faultData`: recipients whose RCPT saw a `data` fault rule left (docs/faults.md); looked at the end of DATA. */
-type Tracked = SMTPServerSession & { release?: () => void; deadline?: NodeJS.Timeout; faultData?: Set<string> };
+/** smtp-server's connection object (an element of its public `connections` set). */
+type Connection = SMTPServer['connections'] extends Set<infer C> ? C : never;
+/**
+ * What the receiver keeps on a session: `connection` (its smtp-server connection, open while it is
+ * in `server.connections`), `owed` (replies the service is deciding now: a callback of ours not
+ * yet called; the session deadline waits for them), `faultData` (recipients whose RCPT saw a `data`
+ * fault rule left, docs/faults.md; looked at the end of DATA).
+ */
+type Tracked = SMTPServerSession & { connection?: Connection; owed?: number; release?: () => void; deadline?: NodeJS.Timeout; faultData?: Set<string> };
 
-// smtp-server picks an enhanced status code from the reply code alone (550 → 5.1.1), but our replies
-// need specific ones (550 5.1.2 for an unknown domain). A reply whose text starts with its own
-// enhanced code is sent as written.
+/**
+ * smtp-server picks an enhanced status code from the reply code alone (550 → 5.1.1) and has no
+ * option to name one, but our replies need specific ones (550 5.1.2 for an unknown domain). A reply
+ * whose text starts with its own enhanced code is sent as written: `send` (the public method every
+ * reply goes through) of each of this receiver's connections passes no context for it, which
+ * smtp-server reads as "no code of mine". Per connection, never process-wide; the upstream change
+ * that would make this unnecessary is named in docs/decisions.md ("SMTP").
+ */
 const OWN_ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
-type Send = ((code: number, data?: string | string[] | null, context?: string | false) => void) & { ephemailPatched?: boolean };
-const proto = SMTPConnection.prototype as unknown as { send: Send };
-const originalSend = proto.send;
-if (!originalSend.ephemailPatched) {
-  const patched: Send = function send(this: unknown, code, data, context) {
-    return originalSend.call(this, code, data, typeof data === 'string' && OWN_ENHANCED.test(data) ? false : context);
+function sendOwnEnhancedCodes(connection: Connection): void {
+  const send = connection.send.bind(connection);
+  connection.send = (code, data, context) => send(code, data, typeof data === 'string' && OWN_ENHANCED.test(data) ? false : context);
+}
+
+/** Counts a reply the service owes the session until `callback` is called (once). */
+function owing<A extends unknown[]>(session: SMTPServerSession, callback: (...args: A) => void): (...args: A) => void {
+  const tracked = session as Tracked;
+  tracked.owed = (tracked.owed ?? 0) + 1;
+  let owed = true;
+  return (...args) => {
+    if (owed) tracked.owed!--;
+    owed = false;
+    callback(...args);
   };
-  patched.ephemailPatched = true;
-  proto.send = patched;
 }
 
 type SmtpError = Error & { responseCode: number };
@@ -165,9 +170,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     return parsePool.run('summarize', raw, config);
   };
 
-  const connectionOf = (session: SMTPServerSession): ConnectionView | undefined => {
-    for (const c of server.connections as unknown as Set<ConnectionView>) if (c.session === session) return c;
-    return undefined;
+  /** The session's connection while it is open (smtp-server drops it from `connections` as it closes). */
+  const openConnection = (session: SMTPServerSession): Connection | undefined => {
+    const c = (session as Tracked).connection;
+    return c && server.connections.has(c) ? c : undefined;
   };
   /**
    * The session deadline: smtp-server has none (its idle timeout restarts on every byte). When it
@@ -176,11 +182,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
    */
   const armDeadline = (session: Tracked, ms: number) => {
     session.deadline = setTimeout(() => {
-      const c = connectionOf(session);
-      if (!c || c._closing || c._closed) return;
-      const deciding = c._handlerPending || (c._dataStream && c._parser && !c._parser._dataMode);
-      if (deciding) return armDeadline(session, 250);
-      c.send(421, `4.4.2 Session time limit of ${Math.round(limits.sessionMs / 1000)} s reached, closing connection`);
+      const c = openConnection(session);
+      if (!c) return;
+      if (session.owed) return armDeadline(session, 250);
+      c.send(421, `4.4.2 Session time limit of ${Math.round(limits.sessionMs / 1000)} s reached, closing connection`, false);
     }, ms);
     session.deadline.unref();
   };
@@ -208,7 +213,8 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     // AUTH is off by default (no 530 for anonymous senders; nothing here uses a login); with
     // EPHEMAIL_SMTP_AUTH=accept-any, PLAIN and LOGIN are offered and any credentials pass
     authMethods: config.smtpAuth === 'accept-any' ? ['PLAIN', 'LOGIN'] : [],
-    onAuth(auth, _session, callback) {
+    onAuth(auth, session, reply) {
+      const callback = owing(session, reply);
       if (config.smtpAuth !== 'accept-any') return callback(smtpError(502, '5.5.1 AUTH is not offered'));
       callback(null, { user: auth.username || 'anonymous' });
     },
@@ -223,12 +229,15 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     logger: false,
 
     onConnect(session, callback) {
+      const tracked = session as Tracked;
+      // smtp-server adds a connection to `connections` before it asks onConnect about it
+      for (const c of server.connections) if (c.session === session) tracked.connection = c;
+      if (tracked.connection) sendOwnEnhancedCodes(tracked.connection);
       const release = perClient.take(session.remoteAddress);
       if (!release) {
         core.log.info({ client: session.remoteAddress }, 'SMTP connection refused: too many open from this client');
         return callback(smtpError(421, '4.7.0 Too many connections from your address or network, try again later'));
       }
-      const tracked = session as Tracked;
       tracked.release = release;
       armDeadline(tracked, limits.sessionMs);
       callback();
@@ -239,7 +248,8 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       tracked.release?.();
       tracked.release = undefined;
     },
-    onMailFrom(address, session, callback) {
+    onMailFrom(address, session, reply) {
+      const callback = owing(session, reply);
       if (/[\r\n\u0000]/.test(address.address)) return callback(smtpError(501, '5.1.7 Bad sender address syntax'));
       if (!ipCap) return callback();
       const client = session.remoteAddress;
@@ -247,7 +257,8 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         smtpError(451, `4.7.1 Too much mail from your address: at most ${ipCap.perMinute} messages a minute, try again in ${retry} s`),
       ).then(callback);
     },
-    onRcptTo(address, session, callback) {
+    onRcptTo(address, session, reply) {
+      const callback = owing(session, reply);
       const raw = address.address;
       if (/[\r\n\u0000]/.test(raw)) return callback(smtpError(501, '5.1.3 Bad recipient address syntax'));
       const parsed = parseAddress(raw);
@@ -271,7 +282,9 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         ).then(callback);
       });
     },
-    onData(stream: SMTPServerDataStream, session, reply) {
+    onData(stream: SMTPServerDataStream, session, received) {
+      // the reply is owed (the session deadline waits for it) once the message is in, not while it arrives
+      let reply = received;
       let chunks: Buffer[] = [];
       let size = 0;
       // Bytes this message holds against the budget shared by every session (so 1,000 slow senders
@@ -310,6 +323,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       });
       stream.on('error', (err) => callback(smtpReplyFor(err)));
       stream.on('end', () => {
+        reply = owing(session, received);
         endedAt = performance.now();
         if (stream.sizeExceeded || size > config.maxMessageBytes) {
           return callback(smtpError(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageBytes} bytes`));
@@ -348,16 +362,14 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
               const { code, text } = splitReply(rule.reply);
               return callback(smtpError(code, text));
             }
-            const c = connectionOf(session);
             if (rule.disconnect) {
               core.log.info(fields, 'SMTP fault: connection dropped instead of the reply to DATA; nothing stored');
-              c?._socket?.destroy();
-              return callback(smtpError(421, '4.4.2 Connection dropped by a fault rule')); // (not sent: the socket is gone)
+              openConnection(session)?.close();
+              return callback(smtpError(421, '4.4.2 Connection dropped by a fault rule')); // (not sent: the connection is closing)
             }
             core.log.info({ ...fields, delay_seconds: rule.delaySeconds }, 'SMTP fault: the reply to DATA is delayed');
             setTimeout(() => {
-              const now = connectionOf(session);
-              if (!now || now._closing || now._closed || now._socket?.destroyed) {
+              if (!openConnection(session)) {
                 core.log.info(fields, 'SMTP fault: the client left during the delay; nothing stored');
                 return callback(smtpError(421, '4.4.2 The client left during a delay')); // (not sent)
               }

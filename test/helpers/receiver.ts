@@ -17,6 +17,8 @@ export interface Receiver {
   calls: Call[];
   /** TCP connections accepted so far (a refused address must never open one). */
   connections: number;
+  /** TCP connections open now (a sender's kept-alive ones included). */
+  open: number;
   /** Picks the status of call n (0-based); 0 leaves the call unanswered (a hung receiver). */
   answer: (n: number, call: Call) => number;
   /** Resolves once `n` calls have arrived (rejects after `ms`). */
@@ -24,12 +26,14 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-export async function startReceiver(answer: (n: number, call: Call) => number = () => 200, port = 0): Promise<Receiver> {
+/** `keepAliveMs`: how long the receiver keeps an idle connection open (Node's 5 s by default). */
+export async function startReceiver(answer: (n: number, call: Call) => number = () => 200, port = 0, keepAliveMs?: number): Promise<Receiver> {
   const r: Receiver = {
     url: '',
     port: 0,
     calls: [],
     connections: 0,
+    open: 0,
     answer,
     async until(n, ms = 10_000) {
       const t0 = Date.now();
@@ -55,7 +59,12 @@ export async function startReceiver(answer: (n: number, call: Call) => number = 
       res.writeHead(status, { 'content-type': 'text/plain' }).end(status < 300 ? 'ok' : 'no');
     });
   });
-  server.on('connection', () => r.connections++);
+  if (keepAliveMs !== undefined) server.keepAliveTimeout = keepAliveMs;
+  server.on('connection', (socket) => {
+    r.connections++;
+    r.open++;
+    socket.on('close', () => r.open--);
+  });
   await new Promise<void>((res) => server.listen(port, '127.0.0.1', () => res()));
   r.port = (server.address() as AddressInfo).port;
   r.url = `http://127.0.0.1:${r.port}/hook`;

@@ -12,6 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import { checkDestination, postWebhook } from '../../src/services/webhook-send.ts';
 import { ISO_UTC, expectError } from '../helpers/contract.ts';
 import { startReceiver } from '../helpers/receiver.ts';
+import { until } from '../helpers/time.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { message, sendRaw } from '../helpers/smtp.ts';
 import { startNode } from '../redis/nodes.ts';
@@ -295,6 +296,29 @@ describe('webhooks: a killed process loses no delivery', () => {
       if (second) await second.stop();
       await rx.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('webhooks: a stopped service keeps no connection open', () => {
+  test('the keep-alive connection to a receiver is closed when the service stops (not left to idle out)', async () => {
+    // the receiver would keep an idle connection for a minute: only the sender can close it sooner
+    const rx = await startReceiver(() => 204, 0, 60_000);
+    const svc = await startService({ EPHEMAIL_WEBHOOK_ALLOW_PRIVATE: 'true' });
+    let stopped = false;
+    try {
+      const key = (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key;
+      const res = await svc.api('/api/v1/webhooks', { method: 'POST', headers: { ...json, authorization: `Bearer ${key}` }, body: JSON.stringify({ url: rx.url, address: 'kept@ephemail.test' }) });
+      assert.equal(res.status, 201);
+      assert.equal((await mail(svc.smtpPort, 'kept@ephemail.test', 'one event')).data?.code, 250);
+      await rx.until(1);
+      assert.equal(rx.open, 1, 'the delivery\'s connection is kept alive for the next one');
+      await svc.stop();
+      stopped = true;
+      await until(() => rx.open === 0, 'the stopped service closed its kept-alive connection');
+    } finally {
+      if (!stopped) await svc.stop();
+      await rx.close();
     }
   });
 });

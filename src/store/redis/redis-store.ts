@@ -5,7 +5,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import type { EmailSummary } from '../../domain/summary.ts';
 import { summaryOf, type ListQuery, type NewEmail, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
-import { call, closeClient, closing, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
+import { call, closeClient, replicatedScript, script, type RedisClient, type ScriptArg as Arg } from '../../redis/client.ts';
 import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
 import { createRedisDomains } from './domains.ts';

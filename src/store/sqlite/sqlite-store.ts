@@ -6,6 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { createIdGenerator } from '../../domain/ids.ts';
+import { createSecureRandom, type RandomSource } from '../../random.ts';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { typedStoreError } from './errors.ts';
 import { groupCommit, type WriteJob } from './group-commit.ts';
@@ -45,7 +46,7 @@ const toSummary = (r: EmailRow): EmailSummary => ({
   expiresAt: r.expires_at,
 });
 /** Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory one). */
-export function createSqliteStore(path: string, options: { random?: () => number } = {}): Store {
+export function createSqliteStore(path: string, options: { random?: RandomSource } = {}): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
   db.pragma('journal_mode = WAL'); // readers never block the writer
@@ -56,7 +57,7 @@ export function createSqliteStore(path: string, options: { random?: () => number
   migrate(db);
 
   const last = db.prepare('SELECT max(id) AS id FROM emails').get() as { id: string | null };
-  const ids = createIdGenerator(options.random, last.id ?? undefined);
+  const ids = createIdGenerator(options.random ?? createSecureRandom(), last.id ?? undefined);
 
   const q = {
     listNewest: db.prepare(`SELECT ${SUMMARY_COLS} FROM emails WHERE address = ? AND expires_at > ? ORDER BY id DESC LIMIT ?`),
