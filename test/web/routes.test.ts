@@ -135,3 +135,19 @@ test('remote-content detection and sizes', () => {
   assert.equal(hasRemoteContent(`<img src= ' https://t.example/p.gif'>`), true);
   assert.deepEqual([0, 1023, 1024, 1536, 5 * 1024 * 1024].map(humanSize), ['0 B', '1023 B', '1.0 KB', '1.5 KB', '5.0 MB']);
 });
+
+test('GET /api/v1/inboxes/{address}/previews: the row previews of this inbox\'s ids, others and gone ones left out', async () => {
+  await svc.send({ to: 'prev@ephemail.test', subject: 'code', text: 'Your code is 482913.\n\nThanks' });
+  await svc.send({ to: 'other-prev@ephemail.test', subject: 'elsewhere', text: 'not yours' });
+  const mine = (await (await svc.api('/api/v1/inboxes/prev@ephemail.test/emails')).json()).data[0].id as string;
+  const theirs = (await (await svc.api('/api/v1/inboxes/other-prev@ephemail.test/emails')).json()).data[0].id as string;
+  const gone = '01a20000-0000-7000-8000-000000000000';
+  const res = await svc.api(`/api/v1/inboxes/prev@ephemail.test/previews?ids=${mine},${theirs},${gone},not-an-id`);
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), {
+    data: [{ id: mine, preview: 'Your code is 482913. Thanks', code: '482913', attachments_dropped: 0 }],
+    meta: { address: 'prev@ephemail.test', count: 1 },
+  });
+  assert.equal((await svc.api('/api/v1/inboxes/prev@ephemail.test/previews')).status, 400, 'ids is required');
+  assert.equal((await svc.api(`/api/v1/inboxes/nope/previews?ids=${mine}`)).status, 400);
+});
