@@ -55,6 +55,8 @@ export interface HttpTimeouts {
   idleMs: number;
   /** How often Node looks for requests past headersMs/requestMs. */
   checkEveryMs: number;
+  /** How long an inbox page's event stream lives before the page reconnects (default 5 minutes). */
+  pageStreamMs?: number;
 }
 export const HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({ headersMs: 30_000, requestMs: 120_000, idleMs: 130_000, checkEveryMs: 5_000 });
 
@@ -161,7 +163,7 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
   countRequests(app, core);
   registerCaller(app, core);
   registerUrlGuard(app);
-  await registerRoutes(app, core);
+  await registerRoutes(app, core, timeouts.pageStreamMs);
   registerProbes(app, core);
   app.get('/api/v1/openapi.json', {
     config: { quota: 'peek' },

@@ -44,7 +44,7 @@ function layout(assets: Assets, opts: { title: string; page: string; body: strin
 <title>${esc(opts.title)}</title>
 <link rel="icon" href="data:,">
 <link rel="stylesheet" href="${esc(assets.css)}">
-<script src="${esc(assets.js)}" defer></script>
+<script src="${esc(assets.js)}" type="module"></script>
 </head>
 <body data-page="${esc(opts.page)}"${data}>
 <a class="skip" href="#main">Skip to content</a>
@@ -194,7 +194,7 @@ export function emailPage(assets: Assets, e: EmailFull): string {
   const row = (label: string, value: string) => (value ? `<dt>${label}</dt><dd>${value}</dd>` : '');
   const attachments = e.attachments.length === 0 ? '' : `<section class="card attachments" aria-labelledby="att-h">
 <h2 id="att-h">Attachments (${e.attachments.length})</h2>
-<ul>${e.attachments.map((a) => `<li><a class="download" href="/web/emails/${esc(e.id)}/attachments/${esc(encodeURIComponent(a.id))}" download="${esc(a.filename)}">${esc(a.filename)}</a> <span class="muted">${esc(humanSize(a.sizeBytes))} · ${esc(a.contentType)}</span></li>`).join('')}</ul>
+<ul>${e.attachments.map((a) => `<li><a class="download" href="/api/v1/emails/${esc(e.id)}/attachments/${esc(encodeURIComponent(a.id))}" download="${esc(a.filename)}">${esc(a.filename)}</a> <span class="muted">${esc(humanSize(a.sizeBytes))} · ${esc(a.contentType)}</span></li>`).join('')}</ul>
 </section>`;
   // decoded (RFC 2047 encoded words) by default, the value as received one click away
   const headers = e.headers.map((h) => {
@@ -215,7 +215,7 @@ ${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e
 ${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
 </dl>
 ${extracted(e)}
-<div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/web/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
+<div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/api/v1/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
 ${attachments}
 <div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('links', `Links (${e.links.length})`)}${checks ? tab('checks', 'Checks') : ''}${tab('source', 'Source')}</div>
 ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html" class="panel"${first === 'html' ? '' : ' hidden'}>

@@ -1,7 +1,6 @@
 // Response headers of the web pages and of the isolated email frame (docs/web.md "Isolation"). Two
 // policies: the pages run only our own script; the frame runs nothing and loads nothing remote.
 import type { FastifyReply } from 'fastify';
-import type { Limits } from '../config.ts';
 
 /**
  * The pages: script and stylesheet only from our asset path (never from the rest of our origin,
@@ -71,13 +70,6 @@ export function frameHeaders(reply: FastifyReply, remoteImages: boolean, emailId
     .header('cache-control', 'private, no-store');
 }
 
-/**
- * The web routes outside /api (pages, event streams, frames, inline images) count in their own
- * per-IP bucket, so a person reading mail never spends the API quota of the scripts on the same IP.
- */
-export const WEB_LIMITS: Limits = { perMinute: 300, perDay: 20_000 };
-
-/** Event streams held at once per client (IPv4 address or IPv6 /64), per IPv6 /56 and /48, and in the whole process. */
-export const STREAM_CAPS = Object.freeze({ perAddress: 10, per56: 20, per48: 40 });
-export const STREAMS_PER_IP = STREAM_CAPS.perAddress;
-export const STREAMS_TOTAL = 5_000;
+// The web bucket and the page streams' caps belong to the web caller kind, which the API's own
+// routes count too (the page's actions and live feed are /api/v1 requests).
+export { STREAM_CAPS, STREAMS_PER_IP, STREAMS_TOTAL, WEB_LIMITS } from '../http/plugins/web-caller.ts';

@@ -21,7 +21,7 @@ after(async () => {
 /** Opens the page's event stream as client `ip`; resolves with its status (a 200 stays open). */
 function stream(ip: string, n: number): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(`${svc.http}/web/events/v6-${n}@ephemail.test`, { headers: { 'x-forwarded-for': ip, accept: 'text/event-stream' }, agent: false });
+    const req = request(`${svc.http}/api/v1/inboxes/v6-${n}@ephemail.test/events`, { headers: { 'x-forwarded-for': ip, accept: 'text/event-stream', 'sec-fetch-site': 'same-origin' }, agent: false });
     req.on('response', (res) => {
       resolve(res.statusCode ?? 0);
       if (res.statusCode === 200) {

@@ -1,7 +1,8 @@
-// The page's own requests (create, list, delete, empty, source, row details, body search) count in
-// the IP's web bucket, never in the API quota: a person who only browses is never told to mint a
-// key, and a 429 says when to try again. Cross-site requests and requests an email could make (an
-// image) are refused. In Chromium: each row shows a one-line preview, the code as a badge, and a
+// The page's own requests (create, list, delete, empty, source, row previews, body search) are
+// /api/v1 requests of the web caller: counted in the IP's web bucket, never in the API quota, so a
+// person who only browses is never told to mint a key, and a 429 says when to try again. The web
+// caller covers only what the page does; cross-site requests never spend its bucket and requests an
+// email could make (an image) are refused. In Chromium: each row shows a one-line preview, the code as a badge, and a
 // marker when attachments were not kept; the search box finds words that are only in the body.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -25,39 +26,66 @@ after(async () => {
   await svc?.stop();
 });
 
-test('page actions use the web bucket: the API quota is spent, the page still creates, lists, reads the source, deletes and empties', async () => {
+/** A request as the page's script makes it: the browser marks it same-origin (Sec-Fetch-Site). */
+const fromPage = (path: string, init: RequestInit = {}) => svc.api(path, { ...init, headers: { 'sec-fetch-site': 'same-origin', ...(init.headers as Record<string, string>) } });
+
+test('page actions use the web bucket: the API quota is spent, the page still creates, lists, reads the source, deletes and empties, through /api/v1', async () => {
   const box = `acts${Date.now()}@ephemail.test`;
   await svc.send({ to: box, subject: 'one', text: 'first' });
   await svc.send({ to: box, subject: 'two', text: 'second' });
   // the API quota of this IP (3 a minute) is used up
   for (let i = 0; i < 4; i++) await svc.api('/api/v1/domains');
   assert.equal((await svc.api('/api/v1/domains')).status, 429);
+  assert.equal((await svc.api(`/api/v1/inboxes/${box}/emails`)).status, 429, 'a script (no same-origin mark) pays from the API quota');
 
-  const created = await svc.api('/web/inboxes', { method: 'POST' });
+  const created = await fromPage('/api/v1/inboxes', { method: 'POST' });
   assert.equal(created.status, 201);
-  assert.match((await created.json()).address, /^[a-z0-9]{10}@ephemail\.test$/);
-  const listed = await (await svc.api(`/web/inboxes/${box}/emails`)).json();
-  assert.deepEqual(listed.emails.map((e: { subject: string }) => e.subject), ['two', 'one']);
-  const id = listed.emails[0].id;
-  const raw = await svc.api(`/web/emails/${id}/raw`);
+  assert.equal(created.headers.get('ratelimit-limit'), String(WEB_LIMITS.perMinute), 'counted in the web bucket');
+  assert.match((await created.json()).data.address, /^[a-z0-9]{10}@ephemail\.test$/);
+  const listed = await (await fromPage(`/api/v1/inboxes/${box}/emails?limit=100`)).json();
+  assert.deepEqual(listed.data.map((e: { subject: string }) => e.subject), ['two', 'one']);
+  const id = listed.data[0].id;
+  const raw = await fromPage(`/api/v1/emails/${id}/raw`);
   assert.equal(raw.status, 200);
   assert.equal(raw.headers.get('content-type'), 'message/rfc822');
   assert.equal(raw.headers.get('content-disposition'), `attachment; filename="${id}.eml"`);
   assert.match(await raw.text(), /Subject: two/);
-  assert.equal((await svc.api(`/web/emails/${id}`, { method: 'DELETE' })).status, 204);
-  assert.equal((await svc.api(`/web/emails/${id}`, { method: 'DELETE' })).status, 404);
-  const emptied = await svc.api(`/web/inboxes/${box}/emails`, { method: 'DELETE' });
-  assert.deepEqual(await emptied.json(), { address: box, deleted: 1 });
+  assert.equal((await fromPage(`/api/v1/emails/${id}`, { method: 'DELETE' })).status, 204);
+  assert.equal((await fromPage(`/api/v1/emails/${id}`, { method: 'DELETE' })).status, 404);
+  const emptied = await fromPage(`/api/v1/inboxes/${box}/emails`, { method: 'DELETE' });
+  assert.deepEqual(await emptied.json(), { data: { address: box, deleted: 1 } });
 });
 
-test('the web bucket has its own limit, and its 429 says when to try again (not how to mint a key)', async () => {
+test('the web caller gets no more than the page does: a chosen address, a held wait, other filters, keys and /me are ordinary anonymous requests', async () => {
+  const anon = String(svc.service.core.config.anon.perMinute);
+  const json = { 'content-type': 'application/json' };
+  const notThePage: [string, RequestInit?][] = [
+    ['/api/v1/inboxes', { method: 'POST', headers: json, body: JSON.stringify({ local_part: `chosen${Date.now()}` }) }],
+    ['/api/v1/inboxes/x@ephemail.test/emails?wait=5'],
+    ['/api/v1/inboxes/x@ephemail.test/emails?from=a'],
+    ['/api/v1/inboxes/x@ephemail.test/latest'],
+    ['/api/v1/keys', { method: 'POST' }],
+    ['/api/v1/domains'],
+  ];
+  for (const [path, init] of notThePage) {
+    const res = await fromPage(path, init);
+    await res.arrayBuffer();
+    assert.equal(res.headers.get('ratelimit-limit'), anon, `${init?.method ?? 'GET'} ${path} pays from the API quota`);
+  }
+  const me = await fromPage('/api/v1/me');
+  assert.equal((await me.json()).data.kind, 'anonymous', '/me never reports a web caller');
+  const stream = await fromPage('/api/v1/inboxes/x@ephemail.test/events?since=not-a-uuid');
+  assert.equal(stream.status, 400, 'the page\'s stream is checked like any other');
+});
+
+test('the web bucket has its own limit, and its 429 (the API\'s envelope) says when to try again, not how to mint a key', async () => {
   assert.deepEqual(WEB_LIMITS, { perMinute: 300, perDay: 20_000 });
   // the limiter's windows are fixed minutes: 301 requests must not straddle a boundary
   const svc2 = await startService({}, { clock: midMinuteClock() });
   try {
     let last: Response | null = null;
     for (let i = 0; i <= WEB_LIMITS.perMinute; i++) {
-      last = await svc2.api('/web/inboxes/x@ephemail.test/emails');
+      last = await svc2.api('/api/v1/inboxes/x@ephemail.test/emails?limit=100', { headers: { 'sec-fetch-site': 'same-origin' } });
       if (last.status === 429) break;
       await last.arrayBuffer();
     }
@@ -67,20 +95,28 @@ test('the web bucket has its own limit, and its 429 says when to try again (not 
     assert.equal(body.error.type, 'rate_limited');
     assert.match(body.error.message, /try again in \d+ s/);
     assert.doesNotMatch(body.error.message, /key/i);
+    assert.match(body.error.docs, /\/docs#error-rate_limited$/, 'the API error envelope');
     assert.equal((await svc2.api('/api/v1/domains')).status, 200, 'the API quota is untouched');
+    const pageLoad = await svc2.api('/');
+    assert.equal(pageLoad.status, 429, 'pages count in the same web bucket');
   } finally {
     await svc2.stop();
   }
 });
 
-test('refused: a cross-site action, and a request an email could make (an image)', async () => {
+test('a cross-site request never spends the reader\'s web bucket, and a request an email could make (an image) is refused', async () => {
   const box = `csrf${Date.now()}@ephemail.test`;
   await svc.send({ to: box, subject: 'keep me', text: 'x' });
-  const cross = await svc.api(`/web/inboxes/${box}/emails`, { method: 'DELETE', headers: { 'sec-fetch-site': 'cross-site' } });
-  assert.equal(cross.status, 403);
-  const image = await svc.api(`/web/inboxes/${box}/emails`, { headers: { 'sec-fetch-dest': 'image' } });
-  assert.equal(image.status, 403);
-  assert.equal((await (await svc.api(`/web/inboxes/${box}/emails`)).json()).emails.length, 1, 'nothing was deleted');
+  // another site's script is an anonymous API caller like any other: counted in the API quota (3 a minute here)
+  for (const site of ['cross-site', 'same-site']) {
+    const cross = await svc.api(`/api/v1/inboxes/${box}/emails`, { headers: { 'sec-fetch-site': site } });
+    assert.equal(cross.headers.get('ratelimit-limit'), '3', site);
+  }
+  const image = await fromPage(`/api/v1/inboxes/${box}/emails`, { method: 'DELETE', headers: { 'sec-fetch-dest': 'image' } });
+  assert.equal(image.status, 400);
+  assert.equal((await image.json()).error.type, 'invalid_request');
+  assert.equal(image.headers.get('ratelimit-limit'), null, 'refused before it is counted');
+  assert.equal((await (await fromPage(`/api/v1/inboxes/${box}/emails`)).json()).data.length, 1, 'nothing was deleted');
 });
 
 test('the list shows a preview line, the code as a badge and a marker for attachments not kept; search finds body words', async () => {
@@ -132,8 +168,8 @@ test('the Links tab lists every link with its kind, and shows where a tracked li
   assert.equal(await verify.locator('.link-url').getAttribute('rel'), 'noopener noreferrer nofollow');
   assert.equal(await items.filter({ hasText: 'Unsubscribe' }).locator('.tracked').count(), 0, 'a direct link is not marked tracked');
   const href = await page.locator('a.download', { hasText: 'notes.txt' }).getAttribute('href');
-  assert.match(href ?? '', /^\/web\/emails\/[0-9a-f-]+\/attachments\//);
-  const dl = await svc.api(href!);
+  assert.match(href ?? '', /^\/api\/v1\/emails\/[0-9a-f-]+\/attachments\//);
+  const dl = await fromPage(href!);
   assert.equal(dl.status, 200);
   assert.equal(await dl.text(), 'hello notes');
   assert.match(dl.headers.get('content-disposition') ?? '', /^attachment; filename="notes\.txt"/);

@@ -25,7 +25,7 @@ test('pages answer with HTML, their CSP and no caching; bad addresses get a page
   }
   assert.equal((await inject('/')).headers['x-robots-tag'], undefined);
   assert.equal((await inject('/inbox/a@ephemail.test')).headers['x-robots-tag'], 'noindex, nofollow, noarchive');
-  const head = await svc.service.app.inject({ method: 'HEAD', url: '/web/events/a@ephemail.test' });
+  const head = await svc.service.app.inject({ method: 'HEAD', url: '/api/v1/inboxes/a@ephemail.test/events', headers: { 'sec-fetch-site': 'same-origin' } });
   assert.equal(head.statusCode, 200, 'HEAD on a stream answers at once');
   const mixed = await inject('/inbox/Mixed.Case@EPHEMAIL.test');
   assert.match(mixed.body, /<h1 id="address" class="address">mixed\.case@ephemail\.test<\/h1>/);
@@ -75,6 +75,17 @@ test('assets are content-addressed and cached for a year; unknown ones 404', asy
     assert.ok(res.rawPayload.length < 60 * 1024, `${url} is small (${res.rawPayload.length} bytes)`);
   }
   assert.equal((await inject('/web/assets/app.js')).statusCode, 404);
+  // the entry module imports its siblings by their hashed names: each served, cached and small too
+  const entry = (await inject(js)).body;
+  const imports = [...entry.matchAll(/from '\.\/([a-z]+\.[0-9a-f]{10}\.js)'/g)].map((m) => `/web/assets/${m[1]}`);
+  assert.ok(imports.length >= 3, `app.js imports its view modules by hash (${imports.join(', ')})`);
+  for (const url of imports) {
+    const res = await inject(url);
+    assert.equal(res.statusCode, 200, url);
+    assert.match(res.headers['content-type'] as string, /^text\/javascript/);
+    assert.equal(res.headers['cache-control'], 'public, max-age=31536000, immutable');
+    assert.doesNotMatch(res.body, /from '\.\/[a-z]+\.js'/, 'no unhashed import is left');
+  }
 });
 
 test(`web routes count in their own per-IP bucket (${WEB_LIMITS.perMinute}/min), apart from the API quota`, async () => {
@@ -123,4 +134,20 @@ test('remote-content detection and sizes', () => {
   assert.ok(Date.now() - t0 < 500, 'linear on long whitespace runs');
   assert.equal(hasRemoteContent(`<img src= ' https://t.example/p.gif'>`), true);
   assert.deepEqual([0, 1023, 1024, 1536, 5 * 1024 * 1024].map(humanSize), ['0 B', '1023 B', '1.0 KB', '1.5 KB', '5.0 MB']);
+});
+
+test('GET /api/v1/inboxes/{address}/previews: the row previews of this inbox\'s ids, others and gone ones left out', async () => {
+  await svc.send({ to: 'prev@ephemail.test', subject: 'code', text: 'Your code is 482913.\n\nThanks' });
+  await svc.send({ to: 'other-prev@ephemail.test', subject: 'elsewhere', text: 'not yours' });
+  const mine = (await (await svc.api('/api/v1/inboxes/prev@ephemail.test/emails')).json()).data[0].id as string;
+  const theirs = (await (await svc.api('/api/v1/inboxes/other-prev@ephemail.test/emails')).json()).data[0].id as string;
+  const gone = '01a20000-0000-7000-8000-000000000000';
+  const res = await svc.api(`/api/v1/inboxes/prev@ephemail.test/previews?ids=${mine},${theirs},${gone},not-an-id`);
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), {
+    data: [{ id: mine, preview: 'Your code is 482913. Thanks', code: '482913', attachments_dropped: 0 }],
+    meta: { address: 'prev@ephemail.test', count: 1 },
+  });
+  assert.equal((await svc.api('/api/v1/inboxes/prev@ephemail.test/previews')).status, 400, 'ids is required');
+  assert.equal((await svc.api(`/api/v1/inboxes/nope/previews?ids=${mine}`)).status, 400);
 });

@@ -1,10 +1,11 @@
-// The inbox page's event stream: bounded lifetime, the browser reconnects and catches up, the
-// per-IP cap, and shutdown ends held streams (no hang).
+// The inbox page's event stream (the API's, GET /api/v1/inboxes/{address}/events, as the web caller):
+// bounded lifetime, the page reconnects and catches up, the per-IP cap, and shutdown ends held
+// streams (no hang).
 import assert from 'node:assert/strict';
 import { get } from 'node:http';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { createWebMount } from '../../src/web/routes.ts';
+import { HTTP_TIMEOUTS } from '../../src/http/app.ts';
 import { STREAMS_PER_IP } from '../../src/web/security.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { until } from '../helpers/time.ts';
@@ -15,7 +16,7 @@ let browser: Browser;
 let page: Page;
 
 before(async () => {
-  svc = await startService({}, { mounts: [createWebMount({ streamLifetimeMs: 1200 })] });
+  svc = await startService({}, { httpTimeouts: { ...HTTP_TIMEOUTS, pageStreamMs: 1200 } });
   browser = await launchChromium();
   page = await browser.newPage();
 });
@@ -28,7 +29,7 @@ after(async () => {
 test('streams end after their lifetime; the page reconnects by itself and still shows new mail live', async () => {
   const address = 'reconnect@ephemail.test';
   let opened = 0;
-  page.on('request', (r) => r.url().includes('/web/events/') && opened++);
+  page.on('request', (r) => r.url().includes(`/api/v1/inboxes/${encodeURIComponent(address)}/events`) && opened++);
   await page.goto(`${svc.http}/inbox/${address}`);
   await page.evaluate(() => ((window as any).__noReload = true));
   await page.locator('#status-text', { hasText: 'Live' }).waitFor();
@@ -39,10 +40,15 @@ test('streams end after their lifetime; the page reconnects by itself and still 
   assert.equal(await page.locator('#emails li').count(), 1, 'a reconnect snapshot does not duplicate rows');
 });
 
+/** The page's stream of an inbox. */
+const streamUrl = (base: string, address: string) => `${base}/api/v1/inboxes/${address}/events`;
+/** As the page's browser sends it: same-origin (the web caller). */
+const PAGE = { 'sec-fetch-site': 'same-origin' };
+
 /** Opens a raw stream with node:http (closing it closes the socket, as a browser does). */
 function openStream(url: string): Promise<{ status: number; retryAfter: string | undefined; close(): void }> {
   return new Promise((done, fail) => {
-    const req = get(url, (res) => {
+    const req = get(url, { headers: PAGE }, (res) => {
       res.on('error', () => undefined);
       done({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'] as string | undefined, close: () => req.destroy() });
     });
@@ -51,7 +57,7 @@ function openStream(url: string): Promise<{ status: number; retryAfter: string |
 }
 
 test(`more than ${STREAMS_PER_IP} streams from one IP are refused with 429; closing one frees a slot`, async () => {
-  const url = `${svc.http}/web/events/cap@ephemail.test`;
+  const url = streamUrl(svc.http, 'cap@ephemail.test');
   // the browser page above may hold one stream; fill the rest
   const opened = [];
   for (let i = 0; i < STREAMS_PER_IP + 2; i++) opened.push(await openStream(url));
@@ -73,7 +79,7 @@ test('with every stream slot of its network taken, the page still lists the inbo
   const p = await browser.newPage();
   try {
     await own.send({ to: address, subject: 'Listed without a stream', text: 'x' });
-    for (let i = 0; i < STREAMS_PER_IP + 1; i++) held.push(await openStream(`${own.http}/web/events/other${i}@ephemail.test`));
+    for (let i = 0; i < STREAMS_PER_IP + 1; i++) held.push(await openStream(streamUrl(own.http, `other${i}@ephemail.test`)));
     assert.ok(held.some((r) => r.status === 429), 'the cap is reached');
     await p.goto(`${own.http}/inbox/${address}`);
     await p.locator('#emails li', { hasText: 'Listed without a stream' }).waitFor({ timeout: 5000 });
@@ -86,14 +92,14 @@ test('with every stream slot of its network taken, the page still lists the inbo
 });
 
 test('a malformed address or a foreign domain gets no stream', async () => {
-  assert.equal((await fetch(`${svc.http}/web/events/not-an-address`)).status, 400);
-  assert.equal((await fetch(`${svc.http}/web/events/a@elsewhere.test`)).status, 404);
+  assert.equal((await fetch(streamUrl(svc.http, 'not-an-address'), { headers: PAGE })).status, 400);
+  assert.equal((await fetch(streamUrl(svc.http, 'a@elsewhere.test'), { headers: PAGE })).status, 404);
 });
 
 test('stop() ends held streams promptly', async () => {
   await browser.close();
   const ended = new Promise<string>((done, fail) => {
-    const req = get(`${svc.http}/web/events/stop@ephemail.test`, (res) => {
+    const req = get(streamUrl(svc.http, 'stop@ephemail.test'), { headers: PAGE }, (res) => {
       assert.equal(res.statusCode, 200);
       res.on('data', () => undefined);
       res.on('end', () => done('ended'));

@@ -1,5 +1,6 @@
-// Who pays for a request: resolves the caller (anonymous per IP, or an API key, with no silent
-// downgrade), counts the request in its bucket, and sets ratelimit-* headers on every /api/v1 response.
+// Who pays for a request: resolves the caller (anonymous per IP, an API key with no silent downgrade,
+// or the web pages' own requests: web-caller.ts), counts the request in its bucket, and sets
+// ratelimit-* headers on every /api/v1 response.
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import type { Limits } from '../../config.ts';
 import { AppError } from '../../domain/errors.ts';
@@ -8,9 +9,11 @@ import { hitClient, limitHeaders, type LimitResult } from '../../limiter/limiter
 import type { Core } from '../../services/core.ts';
 import { authenticate, keyUseRecorder } from '../../services/keys.ts';
 import type { KeyRecord } from '../../store/keys.ts';
+import { WEB_LIMITS, isPageRequest } from './web-caller.ts';
 
 export interface Caller {
-  kind: 'anonymous' | 'key';
+  /** `web`: the inbox pages' own requests, in the IP's web bucket (web-caller.ts); never seen by /me. */
+  kind: 'anonymous' | 'key' | 'web';
   key: KeyRecord | null;
   bucket: string;
   limits: Limits;
@@ -110,6 +113,8 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
     // which refusal (minute or day) and when to retry: the limiter's one rule (limitResult)
     const reason = result.reason ?? 'rate_limited';
     const retryAfter = result.retryAfterSeconds;
+    // a person on the page is told when to try again, not how to mint a key
+    if (caller.kind === 'web') return new AppError(reason, `Too many actions from your network for now; try again in ${retryAfter} s.`, { retryAfter });
     const msg = reason === 'quota_exceeded'
       ? `Daily quota of ${caller.limits.perDay} requests used up; it resets at 00:00 UTC${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has a larger quota' : ''}`
       : `More than ${caller.limits.perMinute} requests this minute; retry in ${retryAfter} s${caller.kind === 'anonymous' ? '. A free API key (POST /api/v1/keys) has higher limits' : ''}`;
@@ -159,6 +164,10 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
       raw = admin ? undefined : presentedKey(request);
     } catch (err) {
       return refuse(request, reply, err, done);
+    }
+    if (raw === undefined && isPageRequest(request)) {
+      const web: Caller = { kind: 'web', key: null, bucket: `web:${ipBucket(request.ip)}`, limits: WEB_LIMITS, concurrentWaits: 0 };
+      return admit(request, reply, web, done);
     }
     if (raw === undefined) {
       const anonymous: Caller = { kind: 'anonymous', key: null, bucket: ipBucket(request.ip), limits: core.config.anon, concurrentWaits: 0, ip: request.ip };

@@ -1,17 +1,17 @@
-// /api/v1/domains and /api/v1/inboxes/…: addresses, the list (with wait), the event stream, latest, purge.
+// /api/v1/domains and /api/v1/inboxes/…: addresses, the list (with wait), latest, purge (the event stream: events.ts).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import type { Caller } from '../plugins/caller.ts';
 import { AppError } from '../../domain/errors.ts';
-import { isUuid } from '../../domain/ids.ts';
 import type { Core } from '../../services/core.ts';
 import * as emails from '../../services/emails.ts';
 import { createInbox } from '../../services/inboxes.ts';
 import { readerOf } from '../../services/views.ts';
 import { withWaitSlot } from '../../services/wait.ts';
-import { createEventStreams, EVENT_STREAM_LIFETIME_MS } from '../events.ts';
 import { DomainSchema, EmailFullSchema, EmailSummarySchema, InboxSchema, ListMetaSchema, createSummaryJson, toWireEmail } from '../schemas/wire.ts';
+import { registerEventsRoute } from './events.ts';
+import { registerPreviewsRoute } from './previews.ts';
 import { AddressParams, SECURITY, data, errors } from './shared.ts';
 
 const ListQuery = Type.Object({
@@ -22,9 +22,6 @@ const ListQuery = Type.Object({
   from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive). With wait, the request returns only when a matching email arrives. Additive.' })),
   subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive). Additive.' })),
   text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text (the plain part, or the HTML part as text; its first 32,768 characters) contains this, case-insensitive, any run of white space matching any other. Reads the search texts of at most the 200 nearest emails per request. Additive.' })),
-});
-const EventsQuery = Type.Object({
-  since: Type.Optional(Type.String({ description: 'An email id: replay the stored mail after it first (as Last-Event-ID does)' })),
 });
 const LatestQuery = Type.Object({
   since: Type.Optional(Type.String({ description: 'An email id: only newer emails. Any UUIDv7 works, so one made from the current time means "only mail from now on".' })),
@@ -44,7 +41,7 @@ const InboxBody = Type.Optional(
 );
 
 
-export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
+export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?: number }> = async (app, { core, pageStreamMs }) => {
   let listSerializers: ListSerializers | null = null; // compiled at the first list response
 
   app.get('/api/v1/domains', {
@@ -105,35 +102,8 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
     });
   }
 
-  const streams = createEventStreams(core);
-  app.addHook('preClose', async () => streams.closeAll());
-  app.get('/api/v1/inboxes/:address/events', {
-    schema: {
-      operationId: 'streamEmails', tags: ['emails'], security: SECURITY, params: AddressParams, querystring: EventsQuery,
-      summary: 'A Server-Sent Events stream of new mail: one `email` event per email (data: the summary; id: the email id), a `: heartbeat` comment every 15 s. Resumable: `Last-Event-ID` (or `since`) replays the mail after that id still stored, then goes live, with no gap and no duplicate. Needs a key; a stream holds one of the key\'s concurrent waits and ends after 10 minutes (EventSource reconnects by itself). Additive.',
-      response: {
-        200: { description: 'text/event-stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
-        ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded', 'too_many_waiters'),
-      },
-    },
-  }, async (request, reply) => {
-    const c = request.caller;
-    if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'the event stream needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
-    const { address } = emails.resolveInbox(core, request.params.address);
-    const header = request.headers['last-event-id'];
-    const since = (typeof header === 'string' && header !== '' ? header : request.query.since) ?? null;
-    if (since !== null && !isUuid(since)) throw new AppError('invalid_request', `Last-Event-ID / since must be an email id (a UUID), got ${JSON.stringify(since.slice(0, 60))}`);
-    // the node's own bound: as many API event streams as held waits (EPHEMAIL_MAX_HELD_WAITS), counted apart
-    if (streams.size >= core.config.maxHeldWaits) {
-      throw new AppError('too_many_waiters', `This node already holds its maximum of ${core.config.maxHeldWaits} event streams; retry shortly`, { retryAfter: 1 });
-    }
-    // the slot is the stream's for its lifetime: released when the stream closes, not when this returns
-    const refusal = `This key already holds ${c.concurrentWaits} waiting requests or streams; close one first`;
-    await withWaitSlot(core.limiter, core.clock, { bucket: c.bucket, max: c.concurrentWaits, refusal }, EVENT_STREAM_LIFETIME_MS, async (release) => {
-      streams.open(request, reply, address, since?.toLowerCase() ?? null, release);
-    }, { keepAfterRun: true });
-    return reply;
-  });
+  registerEventsRoute(app, core, pageStreamMs);
+  registerPreviewsRoute(app, core);
 
   app.get('/api/v1/inboxes/:address/latest', {
     schema: {

@@ -14,8 +14,8 @@ import { serviceRoutes } from './service.ts';
 import { webhookRoutes } from './webhooks.ts';
 
 /** Registered in this order (the OpenAPI document and /docs list them so), each loaded at once. */
-export async function registerRoutes(app: FastifyInstance, core: Core): Promise<void> {
-  for (const routes of [serviceRoutes, keyRoutes, inboxRoutes, emailRoutes, webhookRoutes, faultRoutes]) await app.register(routes, { core });
+export async function registerRoutes(app: FastifyInstance, core: Core, pageStreamMs?: number): Promise<void> {
+  for (const routes of [serviceRoutes, keyRoutes, inboxRoutes, emailRoutes, webhookRoutes, faultRoutes]) await app.register(routes, { core, pageStreamMs });
   // off without the token: not registered at all, so every admin path is 404 like any unknown path
   if (core.config.adminToken) await app.register(adminRoutes, { core, token: core.config.adminToken });
 }

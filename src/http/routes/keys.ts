@@ -40,7 +40,7 @@ export const keyRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, 
     const c = request.caller;
     return {
       data: {
-        kind: c.kind,
+        kind: c.kind === 'key' ? 'key' as const : 'anonymous' as const, // (/me is never a web caller's: web-caller.ts)
         tier: c.kind === 'key' ? 'free' as const : 'anonymous' as const,
         key_prefix: c.key?.prefix ?? null,
         label: c.key?.label ?? null,
