@@ -88,6 +88,7 @@ describe('the 10,000-character cut', () => {
     assert.equal(r.body.length, BODY_MAX_CHARS);
     assert.match(r.body, /^paragraph 0\n\nparagraph 1\n/);
     assert.doesNotMatch(r.body, /HIDDEN/);
+    // bound: cut quickly (it is the behaviour); one-sided, generous
     assert.ok(ms < 3000, `${ms} ms`);
   });
 
@@ -103,7 +104,8 @@ describe('the 10,000-character cut', () => {
     const text = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit.\n'.repeat(500_000);
     const t0 = Date.now();
     const r = renderBody(text, null);
-    assert.ok(Date.now() - t0 < 500, `${Date.now() - t0} ms`);
+    // bound: cutting first keeps the render linear in the cut (the behaviour); one-sided, generous for a loaded machine
+    assert.ok(Date.now() - t0 < 3000, `${Date.now() - t0} ms`);
     assert.equal(r.body, text.slice(0, BODY_MAX_CHARS));
     assert.equal(r.truncated, true);
     const invisible = renderBody(`${'\u200b'.repeat(150_000)}short`, null);
