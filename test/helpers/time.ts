@@ -23,6 +23,17 @@ export async function until(cond: () => boolean | Promise<boolean>, what: string
   }
 }
 
+/**
+ * The CPU time (user and system, ms) this process spends in the synchronous `fn`: a bound on the
+ * cost of some work that the machine's other load does not stretch, as it stretches wall time.
+ */
+export function cpuMs<T>(fn: () => T): { value: T; ms: number } {
+  const before = process.cpuUsage();
+  const value = fn();
+  const used = process.cpuUsage(before);
+  return { value, ms: (used.user + used.system) / 1000 };
+}
+
 /** A service clock that runs with real time and can be moved forward (`advance`). */
 export function movableClock(): Clock & { advance(ms: number): void } {
   let offset = 0;
