@@ -45,7 +45,8 @@ const BUDGET_MS = 2000;
 /** The tests poll reads until the verdicts show: no request quota in the way. */
 const UNLIMITED = { EPHEMAIL_LIMIT_ANON_PER_MINUTE: '1000000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000' };
 
-async function verdictOf(svc: TestService, address: string, sentAt: number, withinMs = 5000): Promise<{ id: string; authentication: Authentication; afterMs: number }> {
+// (docs/authentication.md: well within 5 s of the 250 on a quiet machine; the waits here allow a loaded one)
+async function verdictOf(svc: TestService, address: string, sentAt: number, withinMs = 15_000): Promise<{ id: string; authentication: Authentication; afterMs: number }> {
   let email: { id: string; authentication: Authentication | null } | null = null;
   await until(async () => {
     const r = await svc.api(`/api/v1/inboxes/${address}/latest`);
@@ -90,8 +91,8 @@ describe('authentication verdicts (SQLite)', () => {
       assert.equal(a.spf.result, want, `${domain}: ${JSON.stringify(a)}`);
       assert.equal(a.spf.domain, domain);
       assert.deepEqual(a.dkim, [], 'unsigned: no signatures');
-      // bound: computed soon after the 250, not at a later read; one-sided, generous
-      assert.ok(afterMs < 5000, `computed ${Math.round(afterMs)} ms after the 250`);
+      // bound: computed soon after the 250, not at a later read (5 s on a quiet machine); one-sided, generous for a loaded one
+      assert.ok(afterMs < 12_000, `computed ${Math.round(afterMs)} ms after the 250`);
       assert.match(a.header, new RegExp(`^ephemail\\.test;.*spf=${want}`, 's'));
     }
   });
