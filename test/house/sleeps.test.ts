@@ -13,7 +13,7 @@ const SLEEP = /setTimeout\(\s*(?:r|res|resolve|done|ok|wake)\s*,|(?<![\w.])(?:sl
 const DEFINES = /^\s*(?:export )?(?:const|function) (?:sleep|delay)\b/;
 const SLEEP_TAG = /\/\/ (?:quiet window|poll|wall clock|slow on purpose|unobservable): \S/;
 /** An assert on the time between two readings of the clock, or on a variable named for one. */
-const ELAPSED = /assert[.\w]*\(.*(?:(?:Date|performance)\.now\(\)\s*-\s*[A-Za-z_]|\b(?:ms|elapsed|took|answeredIn|perLookup|worstHealth|afterMs|healthMs|\w+\.ms)\s*[<>])/;
+const ELAPSED = /assert[.\w]*\(.*(?:(?:Date|performance)\.now\(\)\s*-\s*[A-Za-z_]|\b(?:ms|elapsed|took|answeredIn|perLookup|worstHealth|afterMs|healthMs|\w+\.ms)\s*[<>]|\btime\(\(\) =>)/;
 const ELAPSED_TAG = /\/\/ bound: \S/;
 
 function files(dir: string, out: string[] = []): string[] {
@@ -57,5 +57,6 @@ test('the checker sees what it looks for', () => {
   assert.match('assert.ok(performance.now() - started < 5000, "x");', ELAPSED);
   assert.match('assert.ok(elapsed >= 1000 && elapsed < 12_000);', ELAPSED);
   assert.match('assert.ok(viaApi.ms < 10_000);', ELAPSED);
+  assert.match('assert.ok(time(() => f()) < 200);', ELAPSED);
   assert.doesNotMatch("await assert.rejects(r.resolve('late.test', 'TXT', Date.now() - 1));", ELAPSED);
 });
