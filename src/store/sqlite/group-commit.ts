@@ -124,7 +124,6 @@ export interface GroupCommit {
 
 export interface GroupCommitStats { threadBatches: number; localBatches: number; threadReady: boolean }
 
-
 /**
  * Group commit: writes share one transaction (one fsync instead of one each), each in its own
  * savepoint so a failing one fails alone. Every promise settles only after the shared COMMIT, so a
