@@ -87,7 +87,7 @@ test('npm pack → install into an empty directory → npx ephemail serve answer
         } catch {
           break;
         }
-        await new Promise((r) => setTimeout(r, 100));
+        await new Promise((r) => setTimeout(r, 100)); // poll: until the process group is gone (signal 0 fails)
       }
       clearTimeout(timer);
     }

@@ -14,6 +14,8 @@ import { after, before, test } from 'node:test';
 import { HELP, LINK_KINDS, READS } from '@ephemail/client/cli';
 import { freePort, ROOT } from '../helpers/serve.ts';
 import { startService, type TestService } from '../helpers/service.ts';
+import { metric } from '../helpers/metrics.ts';
+import { until } from '../helpers/time.ts';
 
 const CLIENT = join(ROOT, 'packages/client');
 const BIN = join(CLIENT, 'bin/ephemail-client.js');
@@ -165,7 +167,7 @@ test('inbox prints a new address; --local-part and --domain choose it', async ()
 test('wait prints the code, a link, the JSON or the id of the newest matching email', async () => {
   const address = (await cli(['inbox'])).stdout.trim();
   const pending = cli(['wait', address, '--code', '--subject', 'verify', '--timeout', '20']);
-  await new Promise((r) => setTimeout(r, 400));
+  await until(async () => (await metric(svc.http, 'ephemail_waits_held')) === 1, 'the CLI holds its wait');
   await svc.send({ to: address, subject: 'Weekly news', text: 'nothing to see' });
   await svc.send({
     from: 'GitHub <noreply@github.example>',
@@ -188,7 +190,7 @@ test('wait prints the code, a link, the JSON or the id of the newest matching em
   assert.notEqual(id, email.id);
   // --since: only mail after that email (the "resend the code" wait)
   const later = cli(['wait', address, '--code', '--since', email.id, '--timeout', '20']);
-  await new Promise((r) => setTimeout(r, 400));
+  await until(async () => (await metric(svc.http, 'ephemail_waits_held')) === 1, 'the CLI holds its wait');
   await svc.send({ to: address, subject: 'Your new code', text: 'Your verification code is 730 114.' });
   assert.equal((await later).stdout, '730114\n');
   const since = await cli(['wait', address, '--since', new Date(Date.now() + 60_000).toISOString(), '--timeout', '1']);
@@ -202,6 +204,7 @@ test('a wait that runs out exits 1 with one line; no code or link exits 1 too', 
   assert.equal(r.stdout, '');
   assert.equal(r.stderr, `ephemail-client: timed out: no email from "app" with subject "verify" at ${address} within 1.5 s\n`);
   // held for whole seconds within the timeout (as the client's waitForEmail), then one last look
+  // bound: the 1 s --timeout is observed (lower bound); the upper one generous for a loaded machine
   assert.ok(r.ms >= 900 && r.ms < 8000, `took ${r.ms} ms`);
   await svc.send({ to: address, subject: 'Welcome', text: 'Thanks for joining.' });
   const noCode = await cli(['wait', address, '--code']);

@@ -9,6 +9,22 @@ import type { Bus } from '../../src/bus/bus.ts';
 import { createRedisBus } from '../../src/bus/redis.ts';
 import type { Store } from '../../src/store/store.ts';
 import { countPrefix, dropPrefix } from '../redis/servers.ts';
+import { until } from '../helpers/time.ts';
+
+/** Resolves once `to` hears a publish of `from` (publishing again every turn of until() until it does). */
+async function hears(from: Bus, to: Bus): Promise<void> {
+  const probe = `probe-${randomUUID().slice(0, 8)}@ephemail.test`;
+  let heard = false;
+  const unsubscribe = to.subscribe(probe, () => (heard = true));
+  try {
+    await until(async () => {
+      if (!heard) await from.publish(probe, 'probe');
+      return heard;
+    }, 'the other node hears a publish');
+  } finally {
+    unsubscribe();
+  }
+}
 
 export interface RedisHarness {
   runPrefix: string;
@@ -68,7 +84,9 @@ export function redisHarness(url: () => string): RedisHarness {
       };
       const a = await node();
       const b = await node();
-      await new Promise((r) => setTimeout(r, 200)); // both subscribed
+      // each node's channel subscription is up once a publish of the other reaches it
+      await hears(a.bus, b.bus);
+      await hears(b.bus, a.bus);
       return {
         a: a.bus,
         b: b.bus,

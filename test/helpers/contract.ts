@@ -114,5 +114,6 @@ export async function listAll(api: (p: string, i?: RequestInit) => Promise<Respo
  */
 export async function awayFromMinuteEdge(marginMs = 5000): Promise<void> {
   const left = 60_000 - (Date.now() % 60_000);
+  // wall clock: the service's limiter minute is the real one here (no injected clock)
   if (left < marginMs) await new Promise((r) => setTimeout(r, left + 50));
 }

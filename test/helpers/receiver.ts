@@ -2,6 +2,7 @@
 // and answers with the status its `answer` function picks (500 for the first calls, say).
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { until } from './time.ts';
 
 export interface Call {
   /** The request's path and query (which webhook called, when several share a receiver). */
@@ -36,11 +37,7 @@ export async function startReceiver(answer: (n: number, call: Call) => number = 
     open: 0,
     answer,
     async until(n, ms = 10_000) {
-      const t0 = Date.now();
-      while (r.calls.length < n) {
-        if (Date.now() - t0 > ms) throw new Error(`receiver: ${r.calls.length} of ${n} calls after ${ms} ms`);
-        await new Promise((res) => setTimeout(res, 20));
-      }
+      await until(() => r.calls.length >= n, `the receiver got ${n} calls`, ms);
       return r.calls;
     },
     close: () => new Promise<void>((res) => {

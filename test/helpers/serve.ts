@@ -114,7 +114,7 @@ export async function spawnServe(env: Record<string, string>, options: ServeOpti
           } catch {
             // not listening yet
           }
-          await new Promise((r) => setTimeout(r, 5));
+          await new Promise((r) => setTimeout(r, 5)); // poll: the health endpoint until the process answers (or exits)
         }
       };
       void poll();

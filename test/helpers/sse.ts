@@ -46,7 +46,7 @@ export async function openStream(url: string, headers: Record<string, string>) {
         if (Date.now() - t0 > ms) throw new Error(`only ${events.length} of ${n} events after ${ms} ms`);
         await new Promise<void>((r) => {
           waiters.push(r);
-          setTimeout(r, 100);
+          setTimeout(r, 100); // poll: woken by each block; the timer only re-checks the deadline
         });
       }
       return events;
@@ -58,7 +58,7 @@ export async function openStream(url: string, headers: Record<string, string>) {
         if (Date.now() - t0 > ms) throw new Error(`no comment matching ${re} after ${ms} ms (${JSON.stringify(comments)})`);
         await new Promise<void>((r) => {
           waiters.push(r);
-          setTimeout(r, 100);
+          setTimeout(r, 100); // poll: woken by each block; the timer only re-checks the deadline
         });
       }
     },

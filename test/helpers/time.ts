@@ -1,14 +1,37 @@
 // Time in tests without guessing: wait for a condition the test can observe instead of sleeping for a
 // while, and move the service's injected clock instead of waiting for it.
+//
+// The convention (checked by test/house/sleeps.test.ts): a test waits for what it observes: until()
+// on a condition, a node's gauge (test/helpers/metrics.ts), an event (the stream's opening comment, a
+// socket's 'close'), or a movable clock. A fixed sleep stays only with a one-line reason on its line
+// or the line above, in one of these forms:
+//   // quiet window: ...     the test asserts that NOTHING happens in this window
+//   // poll: ...             the interval of a loop that waits for an observable (until() itself)
+//   // wall clock: ...       the real clock of another process must pass a point (a limiter minute)
+//   // slow on purpose: ...  the delay is the scenario (a slow fake dependency, traffic's pace)
+//   // unobservable: ...     nothing outside the code under test shows the state yet (a known debt)
+// An elapsed-time assert stays only where the time is the behaviour under test, generous and
+// one-sided where it is an upper bound, with `// bound: ...` on its line or the line above.
 import type { Clock } from '../../src/domain/clock.ts';
 
-/** Resolves once `cond()` holds (checked every 5 ms); fails with `what` after `timeoutMs`. */
-export async function until(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
+/** Resolves once `cond()` holds (checked every `everyMs`); fails with `what` after `timeoutMs`. */
+export async function until(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000, everyMs = 5): Promise<void> {
   const t0 = performance.now();
   while (!(await cond())) {
     if (performance.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, everyMs)); // poll: until() re-checks its condition every `everyMs`
   }
+}
+
+/**
+ * The CPU time (user and system, ms) this process spends in the synchronous `fn`: a bound on the
+ * cost of some work that the machine's other load does not stretch, as it stretches wall time.
+ */
+export function cpuMs<T>(fn: () => T): { value: T; ms: number } {
+  const before = process.cpuUsage();
+  const value = fn();
+  const used = process.cpuUsage(before);
+  return { value, ms: (used.user + used.system) / 1000 };
 }
 
 /** A service clock that runs with real time and can be moved forward (`advance`). */

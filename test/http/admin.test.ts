@@ -11,6 +11,7 @@ import { expectError, ISO_UTC } from '../helpers/contract.ts';
 import { captureLog, type CapturedLog } from '../helpers/log.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { sendRaw } from '../helpers/smtp.ts';
+import { until } from '../helpers/time.ts';
 
 const TOKEN = 'admin-token-for-tests-0123456789abcdef';
 /** `{base_url}` of the docs links (EPHEMAIL_PUBLIC_URL unset: localhost and the bound port). */
@@ -187,7 +188,7 @@ describe('admin API on', () => {
     let listed: any;
     // a use is recorded without being waited for
     const text = async () => (await admin(`/keys?prefix=${used.slice(0, 12)}`)).text();
-    for (let i = 0; i < 200 && !(listed = JSON.parse(await text())).data[0]?.last_used_at; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(async () => Boolean((listed = JSON.parse(await text())).data[0]?.last_used_at), 'the use is recorded');
     assert.deepEqual(Object.keys(listed.data[0]).sort(), ['created_at', 'key_prefix', 'label', 'last_used_at', 'revoked_at']);
     assert.equal(listed.data[0].label, 'used key');
     assert.match(listed.data[0].last_used_at, ISO_UTC);

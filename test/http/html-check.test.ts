@@ -7,6 +7,7 @@ import { HTML_CHECK_MAX_CHARS } from '../../src/domain/html-check.ts';
 import { deriveViews } from '../../src/smtp/parse.ts';
 import { createParsePool } from '../../src/smtp/parse-pool.ts';
 import { startService, type TestService } from '../helpers/service.ts';
+import { cpuMs } from '../helpers/time.ts';
 
 const NEWSLETTER = `<!doctype html>
 <html><head>
@@ -105,11 +106,11 @@ describe('html_check bounds', () => {
   test('HTML past the cap is checked up to the cap and says so; the time stays small', () => {
     const html = `<html><head><style>.a{display:flex}</style></head><body>${'<p class="a">x</p>\n'.repeat(20_000)}</body></html>`;
     assert.ok(html.length > HTML_CHECK_MAX_CHARS);
-    const started = performance.now();
-    const check = checkHtml(html.slice(0, HTML_CHECK_MAX_CHARS), true);
+    const { value: check, ms } = cpuMs(() => checkHtml(html.slice(0, HTML_CHECK_MAX_CHARS), true));
     assert.equal(check.truncated, true);
     assert.ok(check.features.some((f) => f.feature === 'display:flex'));
-    assert.ok(performance.now() - started < 5000, 'within the default budget on this machine');
+    // bound: the cut keeps the check's time small (it is the behaviour); CPU time, so other load does not stretch it
+    assert.ok(ms < 5000, `within the default budget: ${ms.toFixed(0)} ms of CPU`);
   });
 
   test('a check past its budget ends its worker; the caller gets BudgetExceededError, not a hang', async () => {

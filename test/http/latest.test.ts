@@ -55,7 +55,8 @@ describe('filters and latest', () => {
     const t0 = Date.now();
     assert.equal((await mail(a, 'auth@app.example', 'Your verification code')).data?.code, 250);
     const body = await (await pending).json();
-    assert.ok(Date.now() - t0 < 1000, 'woken within a second of the matching 250');
+    // bound: woken by the matching delivery, not the 20 s deadline: one-sided, generous for a loaded machine
+    assert.ok(Date.now() - t0 < 10_000, 'woken by the matching 250, well before the deadline');
     assert.equal(body.meta.waited, true);
     assert.deepEqual(body.data.map((e: any) => e.subject), ['Your verification code']);
   });
@@ -79,7 +80,7 @@ describe('filters and latest', () => {
     await expectError(await get('/api/v1/inboxes/x@gmail.com/latest', false), 404, 'not_found', base());
   });
 
-  test('latest?wait=20&subject=… wakes within 1 s of the matching 250 and ignores non-matching mail that arrives first', async () => {
+  test('latest?wait=20&subject=… wakes on the matching 250 (not its deadline) and ignores non-matching mail that arrives first', async () => {
     const a = 'latestwait@ephemail.test';
     await mail(a, 'auth@app.example', 'Your login code (old)');
     // "only mail from now on": a UUIDv7 made from the current time
@@ -93,8 +94,10 @@ describe('filters and latest', () => {
     const res = await pending;
     assert.equal(res.status, 200);
     const body = await res.json();
-    assert.ok(Date.now() - sent < 1000, `answered ${Date.now() - sent} ms after the matching 250`);
-    assert.ok(Date.now() - t0 < 10_000);
+    // bound: woken by the matching delivery, not the 20 s deadline: one-sided, generous for a loaded machine
+    assert.ok(Date.now() - sent < 10_000, `answered ${Date.now() - sent} ms after the matching 250`);
+    // bound: well before the 20 s deadline
+    assert.ok(Date.now() - t0 < 15_000);
     assert.equal(body.meta.waited, true);
     assert.equal(body.data.subject, 'Your login code is 559120', 'not the older match, not the newsletter');
   });
@@ -104,6 +107,7 @@ describe('filters and latest', () => {
     const t0 = Date.now();
     const body = await (await get(`/api/v1/inboxes/${a}/latest?wait=1&since=${formatUuidV7(Date.now(), 0n, 0)}`)).json();
     assert.deepEqual(body, { data: null, meta: { address: a, waited: true } });
+    // bound: the 1 s wait ran out (a lower bound: a loaded machine only makes it longer)
     assert.ok(Date.now() - t0 >= 900);
   });
 });

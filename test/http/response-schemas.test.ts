@@ -8,6 +8,8 @@ import Ajv2020Module from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { startService, type TestService } from '../helpers/service.ts';
 import { sendRaw, message } from '../helpers/smtp.ts';
+import { metric } from '../helpers/metrics.ts';
+import { until } from '../helpers/time.ts';
 
 const Ajv2020 = (Ajv2020Module as any).default ?? Ajv2020Module;
 const addFormats = (addFormatsModule as any).default ?? addFormatsModule;
@@ -93,7 +95,7 @@ test('every operation and every status the tests reach matches the document', as
   // key_required, too_many_waiters
   await conform('GET', '/api/v1/inboxes/w%40ephemail.test/emails?wait=2');
   const held = svc.api('/api/v1/inboxes/w%40ephemail.test/emails?wait=2', { headers: K });
-  await new Promise((res) => setTimeout(res, 200));
+  await until(async () => (await metric(svc.http, 'ephemail_waits_held')) === 1, 'the first wait is held');
   await conform('GET', '/api/v1/inboxes/w%40ephemail.test/emails?wait=2', { headers: K });
   await (await held).arrayBuffer();
   await conform('DELETE', `/api/v1/emails/${id}`, { headers: K });

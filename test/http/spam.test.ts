@@ -101,7 +101,8 @@ describe('spam without a real spamd', () => {
       await svc.send({ to: 'down@ephemail.test', subject: 'x', text: 'x' });
       const started = performance.now();
       assert.deepEqual(await spamOf(svc, 'down@ephemail.test'), { error: 'spamd unreachable' });
-      assert.ok(performance.now() - started < 5000, 'a refused connection does not hold the read');
+      // bound: a refused connection fails at once, not after a timeout; one-sided, generous
+      assert.ok(performance.now() - started < 8000, 'a refused connection does not hold the read');
       const line = captured.find('spam score could not be made')[0];
       assert.equal(line?.error, 'spamd unreachable');
       assert.equal(line?.spamd, `127.0.0.1:${port}`);
@@ -130,7 +131,8 @@ describe('spam without a real spamd', () => {
     try {
       const started = performance.now();
       assert.deepEqual(await checkSpam({ host: '127.0.0.1', port: fake.port }, new TextEncoder().encode('Subject: x\r\n\r\nx\r\n'), 300), { error: 'spamd timed out' });
-      assert.ok(performance.now() - started < 3000);
+      // bound: the 300 ms budget is kept (it is the behaviour); one-sided, generous for a loaded machine
+      assert.ok(performance.now() - started < 5000);
     } finally {
       fake.server.close();
     }

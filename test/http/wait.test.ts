@@ -41,7 +41,8 @@ describe('wait', () => {
     await expectError(await waitFor('x@gmail.com', 'wait=10'), 404, 'not_found', baseOf(svc));
     await expectError(await waitFor('not-an-address', 'wait=10'), 400, 'invalid_request', baseOf(svc));
     await expectError(await waitFor('ok@ephemail.test', 'wait=10&since=nope'), 400, 'invalid_request', baseOf(svc), /since/);
-    assert.ok(Date.now() - t0 < 2000);
+    // bound: a bad request is answered before the 10 s wait: one-sided, generous for a loaded machine
+    assert.ok(Date.now() - t0 < 8000);
     // and none of them kept a wait slot
     const all = await Promise.all(Array.from({ length: 5 }, (_, i) => waitFor(`free${i}@ephemail.test`, 'wait=1')));
     assert.deepEqual(all.map((r) => r.status), [200, 200, 200, 200, 200]);
@@ -66,8 +67,10 @@ describe('wait', () => {
     assert.equal(body.meta.waited, true);
     assert.equal(body.meta.count, 1);
     assert.equal(body.meta.next_since, body.data[0].id);
-    assert.ok(elapsedAfterSend < 1000, `answered ${elapsedAfterSend} ms after the 250`);
-    assert.ok(Date.now() - t0 < 5000);
+    // bound: woken by the delivery, not the 20 s deadline: one-sided, generous for a loaded machine
+    assert.ok(elapsedAfterSend < 10_000, `answered ${elapsedAfterSend} ms after the 250`);
+    // bound: well before the 20 s deadline: one-sided, generous for a loaded machine
+    assert.ok(Date.now() - t0 < 15_000);
   });
 
   test('the wake-up ignores case: wait on MiXeD path, mail to UPPER recipient', async () => {
@@ -77,7 +80,8 @@ describe('wait', () => {
     const r = await mail(svc, 'CASE.WAIT@ephemail.TEST', 'cased');
     assert.equal(r.data?.code, 250);
     const body = await (await pending).json();
-    assert.ok(Date.now() - t0 < 5000, 'well before the 20 s deadline');
+    // bound: woken by the delivery, not the 20 s deadline: one-sided, generous for a loaded machine
+    assert.ok(Date.now() - t0 < 15_000, 'well before the 20 s deadline');
     assert.equal(body.meta.address, 'case.wait@ephemail.test');
     assert.deepEqual(body.data.map((e: any) => e.subject), ['cased']);
   });
@@ -118,6 +122,7 @@ describe('wait', () => {
     const body = await res.json();
     assert.deepEqual(body.data, []);
     assert.equal(body.meta.waited, true);
+    // bound: the wait ran to its 2 s deadline (a lower bound: a loaded machine only makes it longer)
     assert.ok(Date.now() - t0 >= 1900);
   });
 
@@ -127,7 +132,8 @@ describe('wait', () => {
     const took = Date.now() - t0;
     assert.equal(res.status, 200);
     assert.deepEqual(await res.json(), { data: [], meta: { address: 'timeout@ephemail.test', count: 0, next_since: null, next_before: null, waited: true } });
-    assert.ok(took >= 950 && took < 3000, `took ${took}`);
+    // bound: the 1 s wait ran out: lower bound exact, upper bound generous for a loaded machine
+    assert.ok(took >= 950 && took < 10_000, `took ${took}`);
   });
 
   test('6th concurrent wait on a key → 429 too_many_waiters; other keys unaffected; slots free after', async () => {
@@ -189,7 +195,8 @@ describe('many waiters', () => {
       const t0 = Date.now();
       await mail(s, 'shared@ephemail.test', 'for all');
       const bodies = await Promise.all(same.map(async (p) => (await p).json()));
-      assert.ok(Date.now() - t0 < 5000, `all woken in ${Date.now() - t0} ms, well before the 20 s deadline`);
+      // bound: woken by the delivery, not the 20 s deadline: one-sided, generous for a loaded machine
+      assert.ok(Date.now() - t0 < 15_000, `all woken in ${Date.now() - t0} ms, well before the 20 s deadline`);
       for (const b of bodies) assert.deepEqual(b.data.map((e: any) => e.subject), ['for all']);
       const rest = await Promise.all(other.map(async (p) => (await p).json()));
       for (const b of rest) assert.deepEqual([b.data, b.meta.waited], [[], true]);
@@ -214,7 +221,9 @@ describe('shutdown answers held polls', () => {
     assert.deepEqual(body.data, []);
     assert.equal(body.meta.waited, true);
     await stopping;
-    assert.ok(Date.now() - t0 < 3000, `stop finished in ${Date.now() - t0} ms`);
-    assert.ok(answeredIn < 2000, `answered in ${answeredIn} ms`);
+    // bound: stop() answers a 30 s wait at once: one-sided, generous for a loaded machine
+    assert.ok(Date.now() - t0 < 15_000, `stop finished in ${Date.now() - t0} ms`);
+    // bound: answered by stop(), not the 30 s deadline: one-sided, generous
+    assert.ok(answeredIn < 15_000, `answered in ${answeredIn} ms`);
   });
 });

@@ -7,6 +7,7 @@ import { ISO_UTC, UUID_V7 } from '../helpers/contract.ts';
 import { connectClient, textOf } from './helpers.ts';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { until } from '../helpers/time.ts';
 
 describe('tool endpoint through the SDK client', () => {
   let svc: TestService;
@@ -83,10 +84,11 @@ describe('tool endpoint through the SDK client', () => {
     const address = ((await client.callTool({ name: 'create_inbox', arguments: {} })).structuredContent as any).address as string;
     const t0 = Date.now();
     const pending = client.callTool({ name: 'check_inbox', arguments: { address: address.toUpperCase(), wait_seconds: 15 } });
-    await new Promise((r) => setTimeout(r, 400));
+    await until(() => svc.service.core.waits.held === 1, 'check_inbox is held');
     await svc.send({ from: 'Shop <noreply@shop.example>', to: address, subject: 'Verify your account', text: 'Your code is 482913.\n\nThanks, the Shop team' });
     const r = await pending;
     const elapsed = Date.now() - t0;
+    // bound: woken by the delivery, not the 15 s deadline; one-sided
     assert.ok(elapsed < 10_000, `woken by the delivery, not the deadline (${elapsed} ms)`);
     assert.equal(r.isError, undefined);
     const s = r.structuredContent as any;
@@ -127,6 +129,7 @@ describe('tool endpoint through the SDK client', () => {
 
     const t0 = Date.now();
     const none = await client.callTool({ name: 'check_inbox', arguments: { address, since_id: all.newest_id, wait_seconds: 1 } });
+    // bound: held for wait_seconds (a lower bound: a loaded machine only makes it longer)
     assert.ok(Date.now() - t0 >= 900, 'held for wait_seconds');
     const ns = none.structuredContent as any;
     assert.equal(ns.count, 0);

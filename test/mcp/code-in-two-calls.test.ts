@@ -5,6 +5,8 @@ import { after, before, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
 import { message, sendRaw } from '../helpers/smtp.ts';
 import { connectClient } from './helpers.ts';
+import { metric } from '../helpers/metrics.ts';
+import { until } from '../helpers/time.ts';
 
 let svc: TestService;
 before(async () => {
@@ -18,9 +20,12 @@ test('check_inbox with subject and wait_seconds skips other mail; read_email ret
     const created = (await client.callTool({ name: 'create_inbox', arguments: {} })).structuredContent as { address: string };
     const address = created.address;
     const waiting = client.callTool({ name: 'check_inbox', arguments: { address, wait_seconds: 20, subject: 'verification' } });
-    await new Promise((r) => setTimeout(r, 300));
+    await until(() => svc.service.core.waits.held === 1, 'check_inbox is held');
+    const lists = () => metric(svc.http, 'ephemail_store_operation_seconds_count{op="listEmails"}');
+    const listsBefore = await lists();
     await sendRaw(svc.smtpPort, { from: 'news@shop.example', to: [address], body: message({ From: 'news@shop.example', Subject: 'Weekly deals' }, 'Nothing to see, order #123456') });
-    await new Promise((r) => setTimeout(r, 300));
+    // the newsletter woke the wait, which queried again, found no match and waits on
+    await until(async () => (await lists()) > listsBefore, 'the woken wait queried again');
     const html = '<p>Your verification code is <b>559 120</b>.</p><p><a href="https://app.example/verify?t=1">Verify email</a></p>';
     await sendRaw(svc.smtpPort, { from: 'auth@app.example', to: [address], body: message({ From: 'App <auth@app.example>', Subject: 'Your verification code', 'Content-Type': 'text/html; charset=utf-8' }, html) });
     const listed = (await waiting).structuredContent as { emails: { id: string; subject: string }[] };

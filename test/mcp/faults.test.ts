@@ -49,7 +49,8 @@ describe('tool endpoint faults', () => {
       ] as const) {
         const t0 = Date.now();
         const r = await callRaw(svc, name, args);
-        assert.ok(Date.now() - t0 < 5000, `${name} answers promptly`);
+        // bound: a failing store is reported at once, not after check_inbox's 2 s wait or a timeout; one-sided, generous
+        assert.ok(Date.now() - t0 < 10_000, `${name} answers promptly`);
         assert.equal(r.result.isError, true, name);
         assert.match(r.result.content[0].text, /^Error \(internal_error\): The store is unreachable\. Retry after 5 s\./, name);
         assert.doesNotMatch(r.result.content[0].text, /connection refused|at .+:\d+/);

@@ -20,7 +20,8 @@ describe('check_inbox wait', () => {
     await svc.send({ to: 'has-mail@ephemail.test', subject: 'old', text: 'x' });
     const t0 = Date.now();
     const r = await callRaw(svc, 'check_inbox', { address: 'has-mail@ephemail.test', wait_seconds: 20 });
-    assert.ok(Date.now() - t0 < 2000);
+    // bound: existing mail answers at once, not after the 20 s wait; one-sided, generous for a loaded machine
+    assert.ok(Date.now() - t0 < 10_000);
     assert.equal(r.result.structuredContent.count, 1);
   });
 
@@ -64,6 +65,7 @@ describe('check_inbox on shutdown', () => {
     await until(() => svc.service.core.waits.held === 1, 'one check_inbox is held', 3000);
     await svc.stop();
     const r = await pending;
+    // bound: stop() answers the 20 s wait, not its deadline; one-sided, generous
     assert.ok(Date.now() - t0 < 10_000);
     assert.equal(r.result.structuredContent.count, 0);
     assert.deepEqual(r.result.structuredContent.emails, []);

@@ -21,7 +21,8 @@ test('a resolver that never answers: callers get ETIMEOUT in time, and at most L
   const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => resolve(`hook${i}.example`)));
   const elapsed = performance.now() - t0;
   assert.ok(results.every((r) => r.status === 'rejected' && (r.reason as NodeJS.ErrnoException).code === 'ETIMEOUT'), 'every caller is told it timed out');
-  assert.ok(elapsed < 1000, `answered within the timeout, not held (${elapsed.toFixed(0)} ms)`);
+  // bound: answered at the 200 ms timeout, not held by the hanging lookups (forever); one-sided, generous
+  assert.ok(elapsed < 5000, `answered within the timeout, not held (${elapsed.toFixed(0)} ms)`);
   assert.equal(started, 2, 'only two lookups were started: the others waited their turn and gave up');
   assert.equal(resolve.running, 2, 'the hanging lookups keep their places until they end');
   // once the hung lookups end, the places are free again
@@ -38,7 +39,7 @@ test('lookups beyond the bound wait their turn and are answered once a place fre
   const slow = async (host: string) => {
     inFlight++;
     most = Math.max(most, inFlight);
-    await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 20)); // slow on purpose: a lookup that takes 20 ms keeps its place meanwhile
     inFlight--;
     return [{ address: '192.0.2.9', family: 4 }];
   };

@@ -165,8 +165,10 @@ describe('webhook fan-out: events pending per webhook and per key', () => {
     const logOf = async (h: { id: string }) => (await (await svc.api(`/api/v1/webhooks/${h.id}/deliveries`, { headers: auth(key) })).json());
     const la = await logOf(a);
     assert.equal(la.meta.pending, 100);
-    assert.deepEqual([la.data[0].status, la.data[0].attempt], ['dropped', 0]);
-    assert.match(la.data[0].error, /this webhook already has 100 events waiting for delivery/);
+    // one dropped line; on a loaded machine the first hanging deliveries may have timed out (retrying) since
+    const droppedA = la.data.filter((x: any) => x.status === 'dropped');
+    assert.deepEqual(droppedA.map((x: any) => [x.status, x.attempt]), [['dropped', 0]]);
+    assert.match(droppedA[0].error, /this webhook already has 100 events waiting for delivery/);
     const lc = await logOf(c);
     assert.equal(lc.meta.pending, 0);
     assert.deepEqual(lc.data.map((x: any) => x.status), ['dropped']);

@@ -44,7 +44,8 @@ describeRedis('two ephemail nodes on a 3-master Redis Cluster', { skip: SKIP_SER
     const acked = performance.now();
     const got = await held;
     assert.deepEqual(got.body.data.map((e) => e.subject), ['on the cluster']);
-    assert.ok(got.at - acked < 500, `woken ${Math.round(got.at - acked)} ms after the 250`);
+    // bound: woken by the bus, not the 10 s deadline; one-sided, generous for a loaded machine
+    assert.ok(got.at - acked < 5000, `woken ${Math.round(got.at - acked)} ms after the 250`);
     for (const box of others) {
       const list = (await (await b.api(`/api/v1/inboxes/${enc(box)}/emails`)).json()) as { data: { id: string }[] };
       assert.equal(list.data.length, 1, box);
@@ -61,6 +62,7 @@ describeRedis('two ephemail nodes on a 3-master Redis Cluster', { skip: SKIP_SER
 
     // the key's per-minute limit is shared (20; the wait above used 1)
     const msIntoMinute = Date.now() % 60_000;
+    // wall clock: one limiter minute of the two processes for the whole burst
     if (msIntoMinute > 50_000) await new Promise((r) => setTimeout(r, 60_000 - msIntoMinute + 200));
     const codes = (await Promise.all(Array.from({ length: 30 }, (_, i) => [a, b][i % 2].api('/api/v1/domains', { headers: auth })))).map((r) => r.status);
     assert.ok(codes.filter((c) => c === 200).length <= 20, `admitted at most 20: ${codes.join(',')}`);

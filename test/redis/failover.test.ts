@@ -59,17 +59,17 @@ test('SIGKILL of a master mid-burst: every 250 is listed and whole; mail flows a
   const recover = async (): Promise<number> => {
     while (!/role:master/.test(redisInfo(replicaPort, 'INFO', 'replication'))) {
       if (Date.now() - killedAt > 15_000) return Date.now() - killedAt;
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 100)); // poll: the replica's role, until it is master (the time from the kill is measured)
     }
     await victim.start();
     while (!/slave0:.*state=online/.test(redisInfo(replicaPort, 'INFO', 'replication')) && Date.now() - killedAt < 15_000) {
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 100)); // poll: until the old master is an online replica
     }
     for (;;) {
       const probes = await Promise.all(Array.from({ length: 20 }, (_, i) =>
         sendRaw(svc.smtpPort, { from: 'probe@sender.example', to: [`probe${i}-${randomUUID().slice(0, 6)}@ephemail.test`], body: body(1000 + i, randomUUID()) }).catch(() => null)));
       if (probes.every((r) => r?.data?.code === 250) || Date.now() - killedAt > 15_000) return Date.now() - killedAt;
-      await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 100)); // poll: probe rounds until every shard takes mail
     }
   };
   let next = 0;

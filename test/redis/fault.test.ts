@@ -36,7 +36,7 @@ describeRedis('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER,
           if (/^250/.test(response)) acked.add(subject);
         } catch (err) {
           refused.push({ subject, code: (err as { responseCode?: number }).responseCode });
-          await sleep(50);
+          await sleep(50); // slow on purpose: a refused sender backs off before it tries again
         }
       }
     };
@@ -45,7 +45,7 @@ describeRedis('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER,
         const res = await node.api(`/api/v1/inboxes/${encodeURIComponent(to)}/emails?limit=1`).catch(() => null);
         apiStatuses.push(res?.status ?? 0);
         await res?.arrayBuffer();
-        await sleep(20);
+        await sleep(20); // slow on purpose: the reader's pace, about 50 reads a second
       }
     };
     traffic = Promise.all([sender(1), sender(2), reader()]).then(() => undefined);
@@ -60,15 +60,12 @@ describeRedis('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER,
   });
 
   it('serves, then reports the outage with the documented codes, then recovers by itself', async () => {
-    for (let i = 0; i < 100 && acked.size < 10; i++) await sleep(50);
-    assert.ok(acked.size >= 10, 'mail flows before the fault');
+    await until(() => acked.size >= 10, 'mail flows before the fault', 10_000);
 
     await redis.kill();
     const ackedBefore = acked.size;
-    await sleep(300);
-
-    const health = await node.api('/api/v1/health');
-    assert.equal(health.status, 503);
+    let health!: Response;
+    await until(async () => (health = await node.api('/api/v1/health')).status === 503, 'the node reports the outage', 10_000);
     assert.deepEqual(((await health.json()) as { data: unknown }).data, { status: 'degraded', database: 'disconnected', smtp: 'running' });
 
     const list = await node.api(`/api/v1/inboxes/${encodeURIComponent(to)}/emails`);
@@ -83,18 +80,12 @@ describeRedis('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER,
     assert.ok(acked.size <= ackedBefore + 2, 'no 250 while Redis is down (at most the ones already stored)');
     assert.ok(node.alive(), 'no crash');
 
-    await sleep(500);
+    await sleep(500); // slow on purpose: the outage lasts on (the node's reconnect attempts keep failing) before Redis returns
     await redis.start(); // same port, same dir: Redis replays its AOF
-    let healthy = false;
-    for (let i = 0; i < 100 && !healthy; i++) {
-      healthy = (await node.api('/api/v1/health')).status === 200;
-      if (!healthy) await sleep(100);
-    }
-    assert.ok(healthy, 'healthy again with no restart');
+    await until(async () => (await node.api('/api/v1/health')).status === 200, 'healthy again with no restart', 10_000, 100);
     const refusedAtRecovery = refused.length;
     const ackedAtRecovery = acked.size;
-    for (let i = 0; i < 100 && acked.size < ackedAtRecovery + 10; i++) await sleep(50);
-    assert.ok(acked.size >= ackedAtRecovery + 10, 'mail flows again');
+    await until(() => acked.size >= ackedAtRecovery + 10, 'mail flows again', 10_000);
     assert.ok(refused.length <= refusedAtRecovery + 2, 'no more refusals once recovered');
     assert.equal(apiStatuses.at(-1), 200, 'the API serves again');
 
@@ -127,7 +118,8 @@ describeRedis('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER,
     const woke = await held;
     assert.equal(woke.status, 200);
     assert.deepEqual(woke.body.data.map((e) => e.subject), ['wake after outage']);
-    assert.ok(woke.at - sentAt < 1000, `woken by the bus (${Math.round(woke.at - sentAt)} ms), not by the deadline`);
+    // bound: woken by the bus, not the 10 s deadline; one-sided, generous for a loaded machine
+    assert.ok(woke.at - sentAt < 5000, `woken by the bus (${Math.round(woke.at - sentAt)} ms), not by the deadline`);
     assert.ok(other.alive());
   });
 });
@@ -143,12 +135,7 @@ describeRedis('Redis not there at start-up', { skip: SKIP_SERVER }, () => {
       assert.equal(((await health.json()) as { data: { database: string } }).data.database, 'disconnected');
       await assert.rejects(node.send(`late@ephemail.test`, 'too early'), (err: { responseCode?: number }) => err.responseCode === 451);
       await redis.start();
-      let healthy = false;
-      for (let i = 0; i < 100 && !healthy; i++) {
-        healthy = (await node.api('/api/v1/health')).status === 200;
-        if (!healthy) await sleep(100);
-      }
-      assert.ok(healthy);
+      await until(async () => (await node.api('/api/v1/health')).status === 200, 'healthy once Redis appears', 10_000, 100);
       assert.match((await node.send('late@ephemail.test', 'on time')).response, /^250/);
       const list = await node.api('/api/v1/inboxes/late%40ephemail.test/emails');
       assert.deepEqual(((await list.json()) as { data: { subject: string }[] }).data.map((e) => e.subject), ['on time']);

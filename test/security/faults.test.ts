@@ -9,6 +9,7 @@ import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { SmtpClient, message, toWire } from '../helpers/smtp.ts';
 import { spawnService, type ServiceProcess } from './process.ts';
+import { until } from '../helpers/time.ts';
 
 const D = 'ephemail.test';
 const dirs: string[] = [];
@@ -93,8 +94,9 @@ describe('faults on the real process', () => {
     const env = { EPHEMAIL_STORE: `sqlite:${db}`, ...OPEN_LIMITS };
     const first = await spawn(env);
     const b = burst(first.smtpPort, 8, 'kill');
-    const t0 = Date.now();
-    while (b.acked.length < 150 && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 20));
+    const t0 = performance.now();
+    // 150 acknowledged, or what 20 s of burst got on a slow machine (at least 20 is asserted below)
+    await until(() => b.acked.length >= 150 || performance.now() - t0 > 20_000, '150 acknowledged or 20 s of burst', 30_000);
     first.proc.kill('SIGKILL');
     assert.equal(await first.exited, 'SIGKILL');
     await b.done;
@@ -118,8 +120,8 @@ describe('faults on the real process', () => {
       fetch(`${svc.http}/api/v1/inboxes/empty${i}@${D}/emails?wait=30`, { headers: { authorization: `Bearer ${key}` } }).then(async (r) => ({ status: r.status, body: await r.json() })),
     );
     const b = burst(svc.smtpPort, 6, 'term');
-    const t0 = Date.now();
-    while (b.acked.length < 60 && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 20));
+    const t0 = performance.now();
+    await until(() => b.acked.length >= 60 || performance.now() - t0 > 20_000, '60 acknowledged or 20 s of burst', 30_000);
     const termAt = Date.now();
     svc.proc.kill('SIGTERM');
     const answered = await Promise.all(polls);
@@ -128,7 +130,8 @@ describe('faults on the real process', () => {
       assert.deepEqual(p.body.data, []);
     }
     assert.equal(await svc.exited, 0, svc.output().slice(-2000));
-    assert.ok(Date.now() - termAt < 15_000, 'shutdown is bounded');
+    // bound: shutdown does not wait out the 30 s polls; one-sided, generous
+    assert.ok(Date.now() - termAt < 20_000, 'shutdown is bounded');
     await b.done;
     // a message whose DATA was sent is answered: 250 (stored) or 421 (not stored), never a silent close
     for (const code of b.replies) assert.ok(code === 250 || code === 421, `reply ${code} to a sent message`);

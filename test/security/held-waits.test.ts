@@ -5,6 +5,7 @@ import { after, before, test } from 'node:test';
 import { connectClient } from '../mcp/helpers.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { openStream } from '../helpers/sse.ts';
+import { until } from '../helpers/time.ts';
 
 let svc: TestService;
 before(async () => {
@@ -19,8 +20,7 @@ test('past EPHEMAIL_MAX_HELD_WAITS a wait gets 429 too_many_waiters over HTTP an
     svc.api(`/api/v1/inboxes/${address}/emails?wait=20`, { headers: { authorization: `Bearer ${key}` }, signal });
   const aborts = [new AbortController(), new AbortController()];
   const held = [wait(keys[0], 'h1@ephemail.test', aborts[0].signal).catch(() => null), wait(keys[1], 'h2@ephemail.test', aborts[1].signal).catch(() => null)];
-  for (let i = 0; i < 50 && svc.service.core.waits.held < 2; i++) await new Promise((r) => setTimeout(r, 20));
-  assert.equal(svc.service.core.waits.held, 2);
+  await until(() => svc.service.core.waits.held === 2, 'both waits are held');
 
   const third = await wait(keys[2], 'h3@ephemail.test');
   assert.equal(third.status, 429);
@@ -39,7 +39,7 @@ test('past EPHEMAIL_MAX_HELD_WAITS a wait gets 429 too_many_waiters over HTTP an
 
   aborts[0].abort();
   await held[0];
-  for (let i = 0; i < 50 && svc.service.core.waits.held > 1; i++) await new Promise((r) => setTimeout(r, 20));
+  await until(() => svc.service.core.waits.held === 1, 'the aborted wait freed its slot');
   const again = await svc.api('/api/v1/inboxes/h5@ephemail.test/emails?wait=1', { headers: { authorization: `Bearer ${keys[2]}` } });
   assert.equal(again.status, 200, 'a freed slot is used again');
   aborts[1].abort();
@@ -60,14 +60,13 @@ test('API event streams are bounded per node too (EPHEMAIL_MAX_HELD_WAITS, count
     assert.match(body.error.message, /maximum of 2 event streams/);
     assert.equal(third.headers.get('retry-after'), '1');
     await open.shift()!.close();
-    let status = 0;
-    for (let i = 0; i < 50 && status !== 200; i++) {
+    // the closed stream's slot frees when the server sees the close: observed by opening
+    await until(async () => {
       const s = await openStream(url(3), { authorization: `Bearer ${keys[2]}` });
-      status = s.res.status;
-      if (status === 200) open.push(s);
-      else await new Promise((r) => setTimeout(r, 20)); // the closed stream's slot frees when the server sees the close
-    }
-    assert.equal(status, 200, 'a closed stream frees its place');
+      if (s.res.status === 200) open.push(s);
+      else await s.close();
+      return s.res.status === 200;
+    }, 'a closed stream frees its place', 5000, 20);
   } finally {
     for (const s of open) await s.close();
   }

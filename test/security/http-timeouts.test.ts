@@ -43,7 +43,8 @@ test('a client trickling its headers one byte at a time gets 400 and is closed w
   assert.equal(health.status, 200, 'others are served meanwhile');
   const { ms, received } = await closed;
   clearInterval(trickle);
-  assert.ok(ms >= timeouts.headersMs - 50 && ms < timeouts.headersMs + 1500, `closed after ${Math.round(ms)} ms`);
+  // bound: closed at the timeout (lower bound), not much later; the upper one generous for a loaded machine
+  assert.ok(ms >= timeouts.headersMs - 50 && ms < timeouts.headersMs + 5000, `closed after ${Math.round(ms)} ms`);
   assert.match(received, /^HTTP\/1\.1 400 /);
   assert.match(received, /"type":"invalid_request"/);
   assert.match(received, /not received in time/);
@@ -52,7 +53,8 @@ test('a client trickling its headers one byte at a time gets 400 and is closed w
 test('a socket that connects and sends nothing is closed when the header time is up (the clock starts at connect)', async () => {
   const { closed } = rawClient();
   const { ms, received } = await closed;
-  assert.ok(ms >= timeouts.headersMs - 50 && ms < timeouts.headersMs + 1500, `closed after ${Math.round(ms)} ms`);
+  // bound: closed at the timeout (lower bound), not much later; the upper one generous for a loaded machine
+  assert.ok(ms >= timeouts.headersMs - 50 && ms < timeouts.headersMs + 5000, `closed after ${Math.round(ms)} ms`);
   assert.ok(received === '' || /^HTTP\/1\.1 400 /.test(received), received);
 });
 
@@ -62,7 +64,8 @@ test('a request whose body never completes is cut at the request time', async ()
   const trickle = setInterval(() => { if (!socket.destroyed) socket.write(' '); }, 50);
   const { ms, received } = await closed;
   clearInterval(trickle);
-  assert.ok(ms >= timeouts.requestMs - 50 && ms < timeouts.requestMs + 1500, `closed after ${Math.round(ms)} ms`);
+  // bound: closed at the timeout (lower bound), not much later; the upper one generous for a loaded machine
+  assert.ok(ms >= timeouts.requestMs - 50 && ms < timeouts.requestMs + 5000, `closed after ${Math.round(ms)} ms`);
   assert.doesNotMatch(received, /HTTP\/1\.1 201/, 'no key was minted from a cut body');
   const health = await fetch(`${svc.http}/api/v1/health`);
   assert.equal(health.status, 200);

@@ -6,6 +6,7 @@ import { request, type ClientRequest } from 'node:http';
 import { after, before, test } from 'node:test';
 import { STREAM_CAPS } from '../../src/web/security.ts';
 import { startService, type TestService } from '../helpers/service.ts';
+import { until } from '../helpers/time.ts';
 
 let svc: TestService;
 const open: ClientRequest[] = [];
@@ -36,6 +37,12 @@ function stream(ip: string, n: number): Promise<number> {
 
 test('caps per /64, /56 and /48 hold together; a neighbour outside the block still gets a stream', async () => {
   assert.deepEqual({ ...STREAM_CAPS }, { perAddress: 10, per56: 20, per48: 40 });
+  // the client ports whose connections the server has seen closed (a stream's slot frees then)
+  const closedPorts = new Set<number>();
+  svc.service.app.server.on('connection', (socket) => {
+    const port = socket.remotePort;
+    socket.once('close', () => port && closedPorts.add(port));
+  });
   let n = 0;
   // one /64: 10, then refused; the next /64 of the same /56 still gets one
   for (let i = 1; i <= 10; i++) assert.equal(await stream(`2001:db8:0:100::${i.toString(16)}`, n++), 200, `stream ${i} of the /64`);
@@ -54,8 +61,10 @@ test('caps per /64, /56 and /48 hold together; a neighbour outside the block sti
   assert.equal(await stream('198.51.100.7', n++), 200, 'an IPv4 client');
   // closing streams frees the slots of every width
   const before = open.length;
-  for (const r of open.splice(0, 10)) r.destroy(); // the ten of 2001:db8:0:100::/64
-  await new Promise((r) => setTimeout(r, 300));
+  const closing = open.splice(0, 10); // the ten of 2001:db8:0:100::/64
+  const ports = closing.map((r) => r.socket?.localPort ?? 0);
+  for (const r of closing) r.destroy();
+  await until(() => ports.every((p) => closedPorts.has(p)), 'the server saw the ten streams close');
   assert.equal(await stream('2001:db8:0:100::77', n++), 200, 'a slot of the /64, the /56 and the /48 came back');
   assert.equal(open.length, before - 10 + 1);
 });

@@ -79,7 +79,7 @@ function sampleLivez(): { stop(): Promise<number[]> } {
       const res = await api('/livez');
       await res.arrayBuffer();
       samples.push(performance.now() - t0);
-      await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 10)); // slow on purpose: the liveness prober's pace
     }
   })();
   return {
@@ -215,6 +215,7 @@ test('a first read of a new small email under 4 parallel anonymous searches answ
     await Promise.all(searches);
   }
   t.diagnostic(`first reads under 4 searches: ${reads.map((ms) => ms.toFixed(1)).join(', ')} ms; ${answered} searches answered meanwhile`);
+  // bound: searches do not starve first reads (the target is the behaviour); one-sided
   for (const ms of reads) assert.ok(ms < 500, `a first read answered in ${ms.toFixed(0)} ms (target: under 500 ms)`);
   assert.equal(await metric('ephemail_derivation_seconds_count'), derivedBefore + 3, 'only the reads derived (the searches derived nothing)');
 });
@@ -248,5 +249,6 @@ test('one network reading slow emails in parallel holds one worker: another netw
     await Promise.all(loops);
   }
   t.diagnostic(`first reads beside 4 parallel slow reads of another network: ${reads.map((ms) => ms.toFixed(1)).join(', ')} ms`);
+  // bound: searches do not starve first reads (the target is the behaviour); one-sided
   for (const ms of reads) assert.ok(ms < 500, `a first read answered in ${ms.toFixed(0)} ms (target: under 500 ms)`);
 });

@@ -10,6 +10,7 @@ import { createSmtpReceiver, type SmtpListener } from '../../src/smtp/server.ts'
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { SmtpClient, message, sendRaw, toWire } from '../helpers/smtp.ts';
+import { until } from '../helpers/time.ts';
 
 const D = 'ephemail.test';
 
@@ -234,7 +235,7 @@ describe('SMTP connection limits', () => {
     extra.client.socket.destroy();
     for (const h of held) await h.client.quit();
     // slots free up again once connections close
-    await new Promise((r) => setTimeout(r, 100));
+    await until(() => rx.server.connections.size === 0, 'the listener saw the connections close');
     const again = await SmtpClient.open(port);
     assert.equal(again.greeting.code, 220);
     await again.client.quit();
@@ -250,6 +251,7 @@ describe('SMTP connection limits', () => {
     assert.equal(r.code, 421, r.text);
     assert.match(r.text, /4\.4\.2 Session time limit/);
     const elapsed = Date.now() - started;
+    // bound: the 1.5 s session deadline is observed: lower bound, and well before the 15 s read
     assert.ok(elapsed >= 1000 && elapsed < 12_000, `closed after ${elapsed} ms`);
     client.socket.destroy();
   });
@@ -276,6 +278,7 @@ describe('SMTP session deadline while the service decides', () => {
     const slow = new Proxy(inner, {
       get(target, prop, recv) {
         const v = Reflect.get(target, prop, recv);
+        // slow on purpose: a store that takes 1.5 s to write is the scenario
         if (prop === 'addEmails') return async (...args: unknown[]) => (await new Promise((r) => setTimeout(r, 1500)), (v as (...a: unknown[]) => unknown).apply(target, args));
         return typeof v === 'function' ? v.bind(target) : v;
       },

@@ -86,6 +86,7 @@ test('a derivation over its budget ends with a fallback: text kept, html_body nu
     assert.equal(outcome, v.outcome);
     assert.equal(v.htmlBody, null, 'no HTML past its budget');
     assert.match(v.textBody ?? '', /code 123456/, 'the words are kept');
+    // bound: answered, not held by the slow derivation; one-sided, generous
     assert.ok(took < 10_000, `answered in ${took.toFixed(0)} ms`);
     assert.ok(loop.worstMs() < 500, `the event loop kept turning (worst gap ${loop.worstMs().toFixed(0)} ms)`);
     await views.stored(key);

@@ -90,6 +90,7 @@ describe('authentication verdicts (SQLite)', () => {
       assert.equal(a.spf.result, want, `${domain}: ${JSON.stringify(a)}`);
       assert.equal(a.spf.domain, domain);
       assert.deepEqual(a.dkim, [], 'unsigned: no signatures');
+      // bound: the issue's own figure (computed within 5 s of the 250 when DNS answers); one-sided
       assert.ok(afterMs < 5000, `computed ${Math.round(afterMs)} ms after the 250`);
       assert.match(a.header, new RegExp(`^ephemail\\.test;.*spf=${want}`, 's'));
     }
@@ -175,13 +176,16 @@ describe('authentication verdicts with an unreachable DNS server', () => {
     const t0 = performance.now();
     const first = await svc.api(`/api/v1/inboxes/${to}/latest`);
     assert.equal(first.status, 200);
+    // bound: the read does not wait on DNS (reads stay fast); one-sided
     assert.ok(performance.now() - t0 < 500, 'the read did not wait for DNS');
     const { authentication: a, afterMs } = await verdictOf(svc, to, sentAt, BUDGET_MS + 3000);
     assert.equal(a.spf.result, 'temperror', JSON.stringify(a));
+    // bound: temperror within the budget (the behaviour under test); one-sided
     assert.ok(afterMs < BUDGET_MS + 1500, `temperror after ${Math.round(afterMs)} ms`);
     const t1 = performance.now();
     const again = await svc.api(`/api/v1/inboxes/${to}/latest`);
     assert.equal(again.status, 200);
+    // bound: a plain read, no DNS budget spent; one-sided
     assert.ok(performance.now() - t1 < 500, 'reads of a computed verdict are plain reads');
   });
 });

@@ -32,6 +32,7 @@ test('DATA over the shared in-flight budget gets 452 4.3.1, nothing stored, and 
     const first = big('holder@ephemail.test', 'held');
     assert.equal((await holder.cmd('DATA')).code, 354);
     holder.write(first);
+    // unobservable: nothing outside the SMTP listener shows its in-flight bytes yet; the 1.2 MB are read by then
     await new Promise((r) => setTimeout(r, 300));
 
     const refused = await second.data(big('second@ephemail.test', 'refused'));

@@ -60,9 +60,11 @@ test('a large or hostile body: the search text is capped and made in time linear
   ]);
   const ms = performance.now() - t0;
   for (const s of hostile) assert.ok(s.length <= SEARCH_TEXT_MAX_CHARS);
-  assert.ok(ms < 3000, `made in ${ms.toFixed(0)} ms`);
+  // bound: linear on hostile input (a quadratic pass would take minutes); one-sided, generous
+  assert.ok(ms < 10_000, `made in ${ms.toFixed(0)} ms`);
   // quoted-printable decoding itself is one pass
   const t1 = performance.now();
   assert.equal(decodeQuotedPrintable(enc(`${'= '.repeat(2_000_000)}`)).byteLength, 4_000_000);
-  assert.ok(performance.now() - t1 < 1000);
+  // bound: one pass (a quadratic one would take minutes); one-sided, generous
+  assert.ok(performance.now() - t1 < 5000);
 });

@@ -1,6 +1,8 @@
 // Group commit (store/sqlite/group-commit.ts) on its own, on a real SQLite file (writer thread) and in
 // memory (main thread): a write settles only once committed, a failing write fails alone, writes keep
-// their order, a burst larger than one batch all commits, and close() drains what is queued.
+// their order, a burst larger than one batch all commits, and close() drains what is queued. Each test
+// asserts which path committed its writes (GroupCommit.stats()): the file variant waits for the writer
+// thread to be up first, so its writes really go through the thread.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,12 +12,14 @@ import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../src/domain/errors.ts';
 import { groupCommit } from '../../src/store/sqlite/group-commit.ts';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
+import { until } from '../helpers/time.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-gc-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 
-function open(kind: 'file' | 'memory') {
+/** A migrated database and its group commit; with a file, resolves once the writer thread is up. */
+async function open(kind: 'file' | 'memory') {
   const path = kind === 'file' ? join(dir, `gc-${n++}.db`) : ':memory:';
   const db = new Database(path);
   db.pragma('journal_mode = WAL');
@@ -23,7 +27,19 @@ function open(kind: 'file' | 'memory') {
   db.transaction(() => {
     for (const m of MIGRATIONS) db.exec(m);
   })();
-  return { db, path, writes: groupCommit(db, kind === 'file' ? path : null) };
+  const writes = groupCommit(db, kind === 'file' ? path : null);
+  // the first write starts the thread (and commits here, as every write does until the thread is up);
+  // a sweep of nothing changes no row
+  await writes.write({ kind: 'sweep', now: 0, limit: 1 });
+  if (kind === 'file') await until(() => writes.stats().threadReady, 'the writer thread is up');
+  const before = writes.stats();
+  /** Asserts the writes since open() committed on this variant's path: the thread, or this thread. */
+  const assertPath = () => {
+    const s = writes.stats();
+    if (kind === 'file') assert.ok(s.threadBatches > before.threadBatches, `committed on the writer thread: ${JSON.stringify(s)}`);
+    else assert.deepEqual([s.threadBatches, s.threadReady, s.localBatches > before.localBatches], [0, false, true], `committed on the main thread: ${JSON.stringify(s)}`);
+  };
+  return { db, path, writes, assertPath };
 }
 
 const HOUR = 3_600_000;
@@ -44,7 +60,7 @@ function add(id = `0190d5b0-0000-7000-8000-${String(++seq).padStart(12, '0')}`) 
 for (const kind of ['file', 'memory'] as const) {
   describe(`group commit (${kind === 'file' ? 'file: writer thread' : 'memory: main thread'})`, () => {
     test('writes issued together all commit; each is visible to another connection when it settles', async () => {
-      const { db, path, writes } = open(kind);
+      const { db, path, writes, assertPath } = await open(kind);
       const reader = kind === 'file' ? new Database(path, { readonly: true }) : db;
       try {
         const jobs = Array.from({ length: 50 }, () => add());
@@ -53,6 +69,8 @@ for (const kind of ['file', 'memory'] as const) {
           return reader.prepare('SELECT count(*) FROM emails WHERE id = ?').pluck().get(id);
         }));
         assert.deepEqual(seen, jobs.map(() => 1), 'every write was committed when its promise resolved');
+        assertPath();
+        if (kind === 'file') assert.equal(writes.stats().localBatches, 1, 'only the warm-up write committed on the main thread');
       } finally {
         await writes.close();
         if (reader !== db) reader.close();
@@ -61,7 +79,7 @@ for (const kind of ['file', 'memory'] as const) {
     });
 
     test('a failing write fails alone: the others of its batch commit', async () => {
-      const { db, writes } = open(kind);
+      const { db, writes, assertPath } = await open(kind);
       try {
         const first = add();
         await writes.write(first.job);
@@ -73,6 +91,7 @@ for (const kind of ['file', 'memory'] as const) {
         assert.ok(reason instanceof Error && /UNIQUE|constraint/i.test(reason.message), String(reason));
         const ids = db.prepare('SELECT id FROM emails ORDER BY id').pluck().all();
         assert.deepEqual(ids, [first.id, before.id, after.id].sort(), 'no half-written duplicate, both neighbours stored');
+        assertPath();
       } finally {
         await writes.close();
         db.close();
@@ -80,7 +99,7 @@ for (const kind of ['file', 'memory'] as const) {
     });
 
     test('writes keep their order: views written right after their message, in the same turn, land', async () => {
-      const { db, writes } = open(kind);
+      const { db, writes, assertPath } = await open(kind);
       try {
         const m = add();
         const [added, viewed, missing] = await Promise.all([
@@ -91,6 +110,7 @@ for (const kind of ['file', 'memory'] as const) {
         assert.deepEqual([added, viewed, missing], [0, 1, 0], 'the views found their message; a freed one writes nothing');
         assert.equal(db.prepare('SELECT views FROM messages WHERE key = ?').pluck().get(m.id), '{"v":1}');
         assert.equal(db.prepare('SELECT count(*) FROM message_parts WHERE message_key = ?').pluck().get(m.id), 1);
+        assertPath();
       } finally {
         await writes.close();
         db.close();
@@ -98,13 +118,16 @@ for (const kind of ['file', 'memory'] as const) {
     });
 
     test('a burst larger than one batch (512) all commits; close() drains the queue, then refuses', async () => {
-      const { db, writes } = open(kind);
+      const { db, writes, assertPath } = await open(kind);
       const jobs = Array.from({ length: 1200 }, () => add());
       const pending = jobs.map(({ job }) => writes.write(job));
+      // with the thread: close once a batch has committed there, so close() drains a burst in progress
+      if (kind === 'file') await until(() => writes.stats().threadBatches > 0, 'a batch committed on the writer thread');
       const closing = writes.close();
       await Promise.all(pending);
       await closing;
       assert.equal(db.prepare('SELECT count(*) FROM emails').pluck().get(), 1200);
+      assertPath();
       db.close();
       await assert.rejects(writes.write(add().job), StoreUnavailableError);
     });

@@ -108,7 +108,7 @@ async function exercise(w: Watch, address: string, id: string) {
   assert.equal(res?.status(), 200);
   const frame = page.frameLocator('iframe#body-frame');
   await frame.locator('#hello').waitFor();
-  await sleep(1500); // a 0-second meta refresh, timers and lazy loads would have fired by now
+  await sleep(1500); // quiet window: a 0-second meta refresh, timers and lazy loads would have fired by now
   const bodyFrame = page.frames().find((f) => f.url().includes('/web/frames/'));
   assert.ok(bodyFrame, 'the frame is still the email frame (no meta refresh, no navigation)');
   assert.match(bodyFrame.url(), new RegExp(`/web/frames/${id}$`));
@@ -116,7 +116,7 @@ async function exercise(w: Watch, address: string, id: string) {
     const el = frame.locator(sel);
     if ((await el.count()) > 0) await el.first().click({ timeout: 2000 }).catch(() => undefined);
   }
-  await sleep(700);
+  await sleep(700); // quiet window: what the clicks set off (navigation, submit, popup) would happen in these 700 ms
 }
 
 const isForeign = (u: string) => !u.startsWith(svc.http) && !u.startsWith('data:') && u !== 'about:blank';
@@ -182,8 +182,7 @@ test('a hostile email through SMTP: nothing executes, nothing loads, until remot
   // positive control: asking for remote images loads them, so the recorder would have seen a leak
   await w.page.click('#load-images');
   await w.page.frameLocator('iframe#body-frame').locator('#hello').waitFor();
-  const t0 = Date.now();
-  while (!rec.hits.some((h) => h.includes('/pixel.gif')) && Date.now() - t0 < 5000) await sleep(50);
+  await until(() => rec.hits.some((h) => h.includes('/pixel.gif')), 'the pixel loads once asked for', 5000, 50);
   assert.ok(rec.hits.some((h) => h === 'GET /pixel.gif'), `the pixel loads once asked for: ${JSON.stringify(rec.hits)}`);
   // still nothing but images: no script, no CSS import, font, frame, form or prefetch
   assert.deepEqual(rec.hits.filter((h) => !/\.gif$|\/css-background$|\/inline-style$|\/table-background$/.test(h)), []);
@@ -229,7 +228,7 @@ test('the same email stored raw, past the sanitizer: the frame alone keeps it in
   const res = await direct.goto(`${svc.http}/web/frames/${stored.id}`);
   assert.match(res!.headers()['content-security-policy'], /^default-src 'none'; .*sandbox allow-same-origin allow-popups allow-popups-to-escape-sandbox$/);
   assert.doesNotMatch(res!.headers()['content-security-policy'], /allow-scripts|script-src/, 'the frame never gets script');
-  await sleep(800);
+  await sleep(800); // quiet window: a script that ran would mark the page or load something in these 800 ms
   assert.equal(await direct.locator('html').getAttribute('data-pwned'), null);
   assert.deepEqual(rec.hits, [], 'the direct frame page loaded nothing remote');
   assert.match(direct.url(), /\/web\/frames\//);

@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test';
 import type { Browser, BrowserContext, Frame, Page } from 'playwright-core';
 import { startService, type TestService } from '../helpers/service.ts';
 import { DESKTOP, PHONE, launchChromium } from './browser.ts';
+import { until } from '../helpers/time.ts';
 
 const SHOTS = process.env.EPHEMAIL_UPDATE_SCREENSHOTS === '1'
   ? resolve(import.meta.dirname, '../../docs/screenshots')
@@ -51,7 +52,7 @@ function pngSize(file: string): { width: number; height: number } {
 async function shoot(name: string): Promise<void> {
   for (const [label, size] of [['desktop', DESKTOP], ['phone', PHONE]] as const) {
     await page.setViewportSize(size);
-    await page.waitForTimeout(150); // the frame refits on resize
+    await page.waitForTimeout(150); // unobservable: the frame refits on resize, and nothing says when it is done
     const file = join(SHOTS, `${name}-${label}.png`);
     await page.screenshot({ path: file, fullPage: true, animations: 'disabled', caret: 'hide' });
     const { width, height } = pngSize(file);
@@ -144,20 +145,21 @@ test('a 600 px newsletter on a 390 px phone: scaled to fit, its button fully vis
   assert.equal(await zoom.isVisible(), true, 'the zoom toggle shows for a mail wider than the screen');
   await shoot('newsletter-phone');
   await page.setViewportSize(PHONE);
-  await page.waitForTimeout(150);
+  await page.waitForTimeout(150); // unobservable: the frame refits on resize, and nothing says when it is done
   await zoom.click();
   assert.equal(await zoom.getAttribute('aria-pressed'), 'true');
-  await page.waitForTimeout(100);
-  const full = (await frame.locator('#cta').boundingBox())!;
+  let full = (await frame.locator('#cta').boundingBox())!;
+  await until(async () => (full = (await frame.locator('#cta').boundingBox())!).width > cta.width * 1.3, 'the zoomed frame shows the button at its own size').catch(() => undefined);
   assert.ok(full.width > cta.width * 1.3, `100 %: the button is at its own size (${full.width} vs ${cta.width} fitted)`);
   await zoom.click();
   // on a wide screen the mail fits as is: no toggle; the preview widths narrow the frame
   await page.setViewportSize(DESKTOP);
-  await page.waitForTimeout(150);
+  await zoom.waitFor({ state: 'hidden' });
   assert.equal(await zoom.isVisible(), false);
   await page.getByRole('button', { name: 'Phone' }).click();
-  await page.waitForTimeout(150);
-  assert.equal(Math.round((await page.locator('#body-frame').boundingBox())!.width), 375);
+  const frameWidth = async () => Math.round((await page.locator('#body-frame').boundingBox())!.width);
+  await until(async () => (await frameWidth()) === 375, 'the phone preview narrows the frame to 375 px').catch(() => undefined);
+  assert.equal(await frameWidth(), 375);
   assert.equal(await zoom.isVisible(), true, 'a phone preview of a 600 px mail offers 100 % again');
   await page.getByRole('button', { name: 'Full width' }).click();
 });

@@ -118,7 +118,11 @@ export interface GroupCommit {
   write(job: WriteJob): Promise<number>;
   /** Resolves once no write is in flight, and stops the thread. */
   close(): Promise<void>;
+  /** Which path committed: batches committed on the writer thread and on this thread; whether the thread is up. */
+  stats(): GroupCommitStats;
 }
+
+export interface GroupCommitStats { threadBatches: number; localBatches: number; threadReady: boolean }
 
 /**
  * Group commit: writes share one transaction (one fsync instead of one each), each in its own
@@ -141,6 +145,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
   let inFlight: { seq: number; jobs: Pending[] } | null = null;
   let seq = 0;
   let idle: (() => void)[] = [];
+  const committed = { thread: 0, local: 0 };
   const settleIdle = () => {
     if (inFlight || queue.length) return;
     for (const f of idle) f();
@@ -172,6 +177,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
         const batch = inFlight;
         if (!batch || batch.seq !== m.seq) return;
         inFlight = null;
+        if (m.outcomes) committed.thread++;
         finish(batch.jobs, m.outcomes ?? null, m.failed ? unavailable(asError(m.failed)) : null);
         if (queue.length) flush();
         else settleIdle();
@@ -225,6 +231,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
       if (!db.open) throw new StoreUnavailableError('the SQLite database is closed');
       local ??= localBatch(db);
       outcomes = local(jobs.map((p) => p.job));
+      committed.local++;
     } catch (err) {
       failed = unavailable(err); // SQLite rolled back the whole batch (disk full, I/O error)
     }
@@ -237,6 +244,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
     nextTurn(flush);
   };
   return {
+    stats: () => ({ threadBatches: committed.thread, localBatches: committed.local, threadReady: writerReady && !writerDead && writer !== null }),
     write: (job) =>
       new Promise<number>((resolve, reject) => {
         if (!db.open) return reject(new StoreUnavailableError('the SQLite database is closed'));
