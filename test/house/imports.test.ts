@@ -35,8 +35,6 @@ const ALLOWED_EDGES: ReadonlySet<string> = new Set([
   'services/ingest.ts -> smtp/parse.ts',
   'services/views.ts -> smtp/parse-pool.ts',
   'services/views.ts -> smtp/parse.ts',
-  // (removed by the store-seam work: the type moves out of store/)
-  'domain/message.ts -> store/store.ts',
 ]);
 
 /** Private package paths imported on purpose (none today). */

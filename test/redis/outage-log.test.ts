@@ -32,7 +32,7 @@ describeRedis('Redis connection log', { skip: SKIP_SERVER }, () => {
       await backends.limiter.close();
       await backends.store.close();
     }
-    // a sleep that asserts nothing happens: the sockets' close events come after quit() resolves
+    // quiet window: no outage may be logged once the clients are closed on purpose (their sockets' close events come after quit() resolves)
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(lost(), 1, 'closing the clients on purpose is no outage');
     assert.equal(captured.find('redis connection error').length, 0);
