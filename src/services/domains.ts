@@ -7,8 +7,7 @@ import type { Config } from '../config.ts';
 import { normalizeDomain } from '../domain/address.ts';
 import type { Clock } from '../domain/clock.ts';
 import { AppError, StoreUnavailableError } from '../domain/errors.ts';
-import type { DomainRecord } from '../store/domains.ts';
-import type { DomainStore } from '../store/domains.ts';
+import type { DomainRecord, DomainStore } from '../store/domains.ts';
 
 /** Domains that may be active at once besides EPHEMAIL_DOMAINS (each is listed and checked at every RCPT). */
 export const MAX_ADDED_ACTIVE = 100;

@@ -28,9 +28,10 @@ export interface MintedKey {
 /**
  * Mints a key for a client IP: at most `keysPerIpPerDay` per client (an IPv4 address or an IPv6 /64)
  * in any 24 hours (the limiter's sliding window: `take`, atomic), and for IPv6 at most
- * KEY_MINT_SCALE times that per /56 and per /48 in a UTC day (its day windows). A wider block is checked before and counted after the
- * client's own mint, so an attempt its /64 refuses spends nothing of its neighbours'; parallel mints
- * from many /64s of one block can pass its check together, overshooting by at most those in flight.
+ * KEY_MINT_SCALE times that per /56 and per /48 in a UTC day (its day windows). A wider block is
+ * checked before and counted after the client's own mint, so an attempt its /64 refuses spends
+ * nothing of its neighbours'; parallel mints from many /64s of one block can pass its check
+ * together, overshooting by at most those in flight.
  */
 export async function mintKey(core: Pick<Core, 'config' | 'clock' | 'limiter' | 'keys'>, input: { label?: string; contactEmail?: string }, clientIp: string): Promise<MintedKey> {
   const [own, ...wider] = scaledBuckets(clientIp, KEY_MINT_SCALE);
