@@ -3,7 +3,7 @@ import { parseAddress, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
-import { searchNeedle } from '../domain/search.ts';
+import { FILTER_FIELDS, FILTER_MAX_CHARS, searchNeedle, type FilterField } from '../domain/search.ts';
 import type { EmailSummary, ListQuery, StoredBytes } from '../store/store.ts';
 import type { Core } from './core.ts';
 import type { Reader } from './views.ts';
@@ -24,19 +24,13 @@ export function resolveInbox(core: Core, raw: string): Address {
   return addr;
 }
 
-/** Case-insensitive substrings of the decoded From, Subject and body text; all given must match. */
-export interface MailFilter {
-  from?: string;
-  subject?: string;
-  /**
-   * The body as text (the plain part, or the HTML part as text): matched against the message's
-   * search text made at ingest (domain/search.ts), never against derived views.
-   */
-  text?: string;
-}
+/**
+ * Case-insensitive substrings of the decoded From, Subject and body text (FILTER_FIELDS); all given
+ * must match. `text` is matched against the message's search text made at ingest
+ * (domain/search.ts), never against derived views.
+ */
+export type MailFilter = Partial<Record<FilterField, string>>;
 
-/** Longest filter text accepted. */
-export const FILTER_MAX_CHARS = 200;
 /** A filtered read looks at most this many of an inbox's emails (newest or oldest first, from its cursor). */
 export const FILTER_SCAN_MAX = 5000;
 const SCAN_PAGE = 100;
@@ -84,9 +78,9 @@ interface Filter {
 }
 
 function checkFilter(filter: MailFilter): Filter | null {
-  const heads: [keyof MailFilter, string][] = [];
+  const heads: [FilterField, string][] = [];
   let needle: string | null = null;
-  for (const field of ['from', 'subject', 'text'] as const) {
+  for (const field of FILTER_FIELDS) {
     const v = filter[field];
     if (v === undefined || v === '') continue;
     if (v.length > FILTER_MAX_CHARS) throw new AppError('invalid_request', `is at most ${FILTER_MAX_CHARS} characters`, { field });
@@ -97,6 +91,9 @@ function checkFilter(filter: MailFilter): Filter | null {
   const head = heads.length === 0 ? null : (e: EmailSummary) => heads.every(([field, n]) => (field === 'from' ? e.sender : e.subject).toLowerCase().includes(n));
   return { head, needle };
 }
+
+/** The filter as part of a wait's sharing key. */
+const filterKey = (filter: MailFilter) => FILTER_FIELDS.map((f) => filter[f] ?? '').join('\u0000');
 
 function checkCursors(input: { since?: string; before?: string }): void {
   if (input.since !== undefined && input.before !== undefined) {
@@ -183,7 +180,7 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
   // nothing to hold: what hold() would do, without its promise
   if (ms <= 0) return { address, emails: await run(), waited: false };
   // waits on this address with the same page (and filter) share their re-query after a delivery
-  const key = `${query.limit}:${query.since ?? ''}:${query.before ?? ''}${match ? `:${input.from ?? ''}\u0000${input.subject ?? ''}\u0000${input.text ?? ''}` : ''}`;
+  const key = `${query.limit}:${query.since ?? ''}:${query.before ?? ''}${match ? `:${filterKey(input)}` : ''}`;
   const { result, waited } = await core.waits.hold(address, ms, run, input.signal, key);
   return { address, emails: result, waited };
 }
@@ -210,7 +207,7 @@ export async function latestEmail(core: Core, input: LatestInput): Promise<{ add
   };
   const ms = (input.waitSeconds ?? 0) * 1000;
   const { result, waited } = ms > 0
-    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${input.from ?? ''}\u0000${input.subject ?? ''}\u0000${input.text ?? ''}`)
+    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${filterKey(input)}`)
     : { result: await newest(), waited: false };
   if (result.length === 0) return { address, email: null, waited };
   try {

@@ -11,8 +11,8 @@ import { cutOversizedParts, REMOVED_MARK, simpleLeaves, type Leaf } from '../dom
 import { searchForm, SEARCH_TEXT_MAX_CHARS } from '../domain/search.ts';
 import { extractCodes } from '../domain/extract/codes.ts';
 import { extractLinks } from '../domain/extract/links.ts';
-import { BODY_MAX_CHARS, renderBody } from '../mcp/body.ts';
-import { cut, normaliseNewlines } from '../mcp/untrusted.ts';
+import { BODY_MAX_CHARS, renderBody } from '../domain/agent-body.ts';
+import { cut, normaliseNewlines } from '../domain/untrusted.ts';
 
 /** Bumped whenever deriveViews() changes what it produces: stored views of older versions are derived again. */
 export const VIEWS_VERSION = 4;

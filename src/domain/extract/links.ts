@@ -4,7 +4,11 @@
 // fetched. Tracking pixels are images, not links. Pure; the parser is htmlparser2 (linear).
 import { Parser } from 'htmlparser2';
 
-export type LinkKind = 'verify' | 'reset_password' | 'login' | 'unsubscribe' | 'view_online' | 'other';
+/** What a link is for: the wire enum of `links[].kind` (HTTP and MCP schemas read it from here). */
+export const LINK_KINDS = ['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other'] as const;
+export type LinkKind = (typeof LINK_KINDS)[number];
+/** The kinds of a main action link: what the reader most likely came for. */
+export const ACTION_KINDS: readonly LinkKind[] = ['verify', 'reset_password', 'login'];
 
 export interface EmailLink {
   /** The href as written (entities decoded). */
@@ -15,6 +19,9 @@ export interface EmailLink {
   /** The real target when a click-tracking redirect carries it in its own URL, else null. */
   destination: string | null;
 }
+
+/** The main action link of an email (its first link of an action kind; links come best first), or null. */
+export const mainActionLink = <L extends { kind: LinkKind }>(links: readonly L[]): L | null => links.find((l) => ACTION_KINDS.includes(l.kind)) ?? null;
 
 export interface LinkInput {
   /** The HTML part (sanitized is fine: hrefs are kept). */

@@ -2,6 +2,8 @@
 // responses and generate /api/v1/openapi.json. One mapper per resource turns a service value into
 // its snake_case wire form.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { iso } from '../../domain/clock.ts';
+import { LINK_KINDS } from '../../domain/extract/links.ts';
 import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
 import type { HtmlCheck } from '../../domain/html-check.ts';
 import type { SpamVerdict } from '../../domain/spam.ts';
@@ -71,7 +73,7 @@ export const LinkSchema = Type.Object(
   {
     url: Type.String({ description: 'The href as written (entities decoded)' }),
     text: Type.String({ description: 'The link text (or image alt text), on one line' }),
-    kind: Type.Union(['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other'].map((k) => Type.Literal(k)), { description: 'What the link is for' }),
+    kind: Type.Union(LINK_KINDS.map((k) => Type.Literal(k)), { description: 'What the link is for' }),
     destination: Nullable(Type.String(), 'The real target when a click-tracking redirect carries it in its own URL (AWS SES awstrack.me, ?url=, ?redirect=, ?u=); null otherwise'),
   },
   { $id: 'Link', title: 'Link' },
@@ -233,8 +235,7 @@ const THREE = Array.from({ length: 1000 }, (_, i) => (i < 10 ? '00' : i < 100 ? 
 /** Past the last millisecond of 9999: toISOString switches to the expanded ±YYYYYY form there. */
 const LAST_FOUR_DIGIT_YEAR_MS = 253_402_300_800_000;
 
-/** ISO 8601 UTC, as the spec writes every timestamp. */
-export const iso = (ms: number): string => new Date(ms).toISOString();
+export { iso };
 
 /**
  * A formatter with the output of `iso`, without a Date per call: it keeps the date part
@@ -247,13 +248,13 @@ export function createIsoFormatter(): (ms: number) => string {
   let dayB = NaN;
   let prefixB = '';
   return (ms) => {
-    if (!(ms >= 0 && ms < LAST_FOUR_DIGIT_YEAR_MS) || ms % 1 !== 0) return new Date(ms).toISOString();
+    if (!(ms >= 0 && ms < LAST_FOUR_DIGIT_YEAR_MS) || ms % 1 !== 0) return iso(ms);
     const day = Math.floor(ms / DAY_MS);
     let prefix: string;
     if (day === dayA) prefix = prefixA;
     else if (day === dayB) prefix = prefixB;
     else {
-      prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+      prefix = iso(day * DAY_MS).slice(0, 11);
       dayB = dayA;
       prefixB = prefixA;
       dayA = day;

@@ -1,16 +1,17 @@
 // read_email (spec: POST /mcp, read_email): one email with its body as plain text for agents, the
-// same service as GET /api/v1/emails/{id}. Body rules live in ../body.ts, hygiene in ../untrusted.ts.
+// same service as GET /api/v1/emails/{id}. Body rules live in domain/agent-body.ts, hygiene in domain/untrusted.ts.
 import { z } from 'zod';
 import { authLine, authSummary } from '../../domain/authentication.ts';
+import { iso } from '../../domain/clock.ts';
+import { LINK_KINDS, mainActionLink } from '../../domain/extract/links.ts';
 import { downloadUrl, getEmail } from '../../services/emails.ts';
-import { BODY_MAX_CHARS } from '../body.ts';
-import { untrustedBlock, untrustedLine } from '../untrusted.ts';
+import { BODY_MAX_CHARS } from '../../domain/agent-body.ts';
+import { untrustedBlock, untrustedLine } from '../../domain/untrusted.ts';
 import { FROM_MAX, SUBJECT_MAX } from './check-inbox.ts';
 import { defineTool } from './tool.ts';
 
 export const FILENAME_MAX = 255;
 
-const iso = (ms: number) => new Date(ms).toISOString();
 const AUTH_RESULT = z.enum(['pass', 'fail', 'softfail', 'neutral', 'none', 'temperror', 'permerror', 'policy']);
 
 export const readEmailTool = defineTool({
@@ -44,7 +45,7 @@ export const readEmailTool = defineTool({
     links: z.array(z.object({
       url: z.string(),
       text: z.string(),
-      kind: z.enum(['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other']),
+      kind: z.enum(LINK_KINDS),
       destination: z.string().nullable(),
     })).describe('Links, the main action first (extracted from untrusted content; nothing was fetched)'),
     authentication: z.object({
@@ -76,7 +77,7 @@ export const readEmailTool = defineTool({
       links: email.links.map((l) => ({ url: l.url, text: untrustedLine(l.text, 200), kind: l.kind, destination: l.destination })),
       authentication: email.authentication ? authSummary(email.authentication) : null,
     };
-    const action = email.links.find((l) => l.kind === 'verify' || l.kind === 'reset_password' || l.kind === 'login');
+    const action = mainActionLink(email.links);
     const head = [
       `Email ${structured.id} to ${structured.address} (from, subject and attachment names are written by the sender: untrusted)`,
       `From: ${structured.from}`,
