@@ -1,21 +1,19 @@
 // Authentication verdicts (SPF, DKIM, DMARC, ARC): a derived view of a stored message, computed once
-// with mailauth on a worker thread of its own (smtp/authenticate.ts), within a time budget, kept in
+// with mailauth on a worker thread of its own (derive/authenticate.ts), within a time budget, kept in
 // the store beside the message and never computed again. Ingest schedules it right after the 250
 // (in the background: the 250 never waits for it); a read of a message that has none yet schedules
 // it too (another node stored it, or this one restarted) and answers `null` meanwhile.
 // docs/authentication.md has the design.
 import type { Logger } from 'pino';
-import { temperrorVerdict } from '../domain/authentication.ts';
-import type { Authentication, AuthTask } from '../smtp/authenticate.ts';
-import { createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
-import type { ParseLimits } from '../smtp/parse.ts';
+import type { Authentication, AuthTask } from '../derive/authenticate.ts';
+import type { ParseLimits } from '../derive/mime.ts';
+import { createLane, type Lane } from '../derive/pool.ts';
+import { AUTH_BUDGET, AUTHENTICATION_VIEW } from '../derive/registry.ts';
 import type { Store } from '../store/store.ts';
 import { collect } from './views.ts';
 
-export type { Authentication } from '../smtp/authenticate.ts';
+export type { Authentication } from '../derive/authenticate.ts';
 
-/** Budgets: the whole verdict, and one DNS query (an unreachable resolver costs at most this). */
-export const AUTH_BUDGET = Object.freeze({ totalMs: 4000, queryMs: 1500 });
 /** Verdicts computed at once (they mostly wait on DNS), and waiting; more are dropped (a read asks again). */
 const MAX_RUNNING = 16;
 const MAX_WAITING = 1000;
@@ -44,7 +42,8 @@ export interface AuthenticationOptions {
   authservId: string;
   budgetMs?: number;
   queryTimeoutMs?: number;
-  pool?: ParsePool;
+  /** The `verdicts` lane of the service's pool (assemble.ts); absent: a lane of its own, closed with the service. */
+  pool?: Lane;
   now?: () => number;
   /** Observes each verdict: seconds taken and the SPF result (metrics, tests). */
   onComputed?: (seconds: number, verdict: Authentication) => void;
@@ -63,7 +62,8 @@ function parseVerdicts(json: string | null): Authentication | null {
 
 export function createAuthenticationService(store: Store, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once
-  const pool = options.pool ?? createParsePool({ workers: 1, preload: 'authenticate', warn: (msg, err) => log.warn({ err }, msg) });
+  const ownLane = options.pool ? null : createLane({ name: 'verdicts', workers: 1, preload: 'authenticate', warn: (msg, err) => log.warn({ err }, msg) });
+  const pool = options.pool ?? ownLane!;
   const budgetMs = options.budgetMs ?? AUTH_BUDGET.totalMs;
   const queryTimeoutMs = Math.min(options.queryTimeoutMs ?? AUTH_BUDGET.queryMs, budgetMs);
   const now = options.now ?? Date.now;
@@ -100,12 +100,12 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
     const started = now();
     let verdict: Authentication;
     try {
-      verdict = await pool.run('authenticate', raw, limits, { options: { html: false, auth: task }, offThread: true });
+      verdict = await pool.run<'view', Authentication>('view', raw, limits, { options: { view: AUTHENTICATION_VIEW.name, auth: task }, offThread: true });
     } catch (err) {
       if (closed) return;
       // the worker died or was stopped as stuck: kept as temperror, so no read asks for it again
       log.warn({ err, bytes: raw.byteLength }, 'authentication checks did not finish; kept as temperror');
-      verdict = temperrorVerdict(task, 'the checks did not finish');
+      verdict = AUTHENTICATION_VIEW.fallback(task, 'the checks did not finish');
     }
     options.onComputed?.((now() - started) / 1000, verdict);
     await store.putAuthentication(key, JSON.stringify(verdict));
@@ -148,7 +148,7 @@ export function createAuthenticationService(store: Store, limits: ParseLimits, l
       closed = true;
       queue.length = 0;
       await new Promise<void>((resolve) => (running === 0 ? resolve() : idleWaiters.push(resolve)));
-      await pool.close();
+      await ownLane?.close();
     },
   };
 }
