@@ -4,7 +4,6 @@
 // The parser and each view's rules are loaded on first use.
 import type { AuthTask } from './authenticate.ts';
 import type { ParseLimits } from './mime.ts';
-import { AUTHENTICATION_VIEW, STORED_VIEWS } from './registry.ts';
 
 export type Op = 'summarize' | 'derive' | 'fallback' | 'view';
 /** Options of a task: the derivation's (`html`), and for `view` its name (and the verdicts' task). */
@@ -16,17 +15,18 @@ export interface OpOptions {
 
 /** Loads what tasks of a lane run (the parser, or the authentication checks), so the first task finds it ready. */
 export const preload = (what: 'parse' | 'authenticate'): Promise<unknown> =>
-  what === 'authenticate' ? import('./authenticate.ts') : Promise.all([import('./views.ts'), import('./summary.ts')]);
+  what === 'authenticate' ? Promise.all([import('./authenticate.ts'), import('./authentication-view.ts')]) : Promise.all([import('./views.ts'), import('./summary.ts')]);
 
 export async function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: OpOptions): Promise<unknown> {
   if (op === 'summarize') return (await import('./summary.ts')).summarize(raw, limits);
   if (op === 'derive') return (await import('./views.ts')).deriveViews(raw, limits, { html: options.html ?? true });
   if (op === 'fallback') return (await import('./views.ts')).fallbackViews(raw);
-  if (options.view === AUTHENTICATION_VIEW.name) {
+  // the verdicts' entry alone: the `verdicts` lane loads none of the other views' rules
+  if (options.view === 'authentication') {
     if (!options.auth) throw new Error('authentication without a task');
-    return AUTHENTICATION_VIEW.derive(raw, options.auth);
+    return (await import('./authentication-view.ts')).AUTHENTICATION_VIEW.derive(raw, options.auth);
   }
-  const view = STORED_VIEWS.find((v) => v.name === options.view);
+  const view = (await import('./registry.ts')).STORED_VIEWS.find((v) => v.name === options.view);
   if (view?.stage !== 'worker') throw new Error(`no worker view ${JSON.stringify(options.view)}`);
   return view.derive(new TextDecoder('utf-8', { fatal: false }).decode(raw));
 }

@@ -12,21 +12,20 @@
 //   - `summary` and `verdicts`: made at ingest (the search text, with the summary) and after it (the
 //     authentication verdicts, services/authentication.ts), each kept in a place of its own.
 // Heavy rules (the HTML check's data, mailauth, spamd's client) are loaded where they run, on first use.
-import type { AuthTask } from './authenticate.ts';
-import { temperrorVerdict, type Authentication } from '../domain/authentication.ts';
+import { AUTHENTICATION_VIEW } from './authentication-view.ts';
 import { extractCodes } from '../domain/extract/codes.ts';
 import { extractLinks } from '../domain/extract/links.ts';
 import { HTML_CHECK_BUDGET_MS, HTML_CHECK_MAX_CHARS, htmlCheckError } from '../domain/html-check.ts';
 import type { MessageViews } from '../domain/message.ts';
 import { checkSpam, SPAM_TIMEOUT_MS, type SpamdTarget } from './spamd.ts';
 import type { ParsedMessage } from './message.ts';
-import { normalizeContentType, roughText, safeFilename, toBytes } from './mime.ts';
+import { normalizeContentType, roughText, safeFilename, toBytes } from './parts.ts';
 
 /** The views kept in the stored views document, by name. */
 export type StoredViews = Omit<MessageViews, 'version' | 'outcome' | 'versions'>;
 export type StoredViewName = keyof StoredViews;
 
-interface Entry<K extends string> {
+export interface Entry<K extends string> {
   name: K;
   /** Bump when `derive` changes what it gives: views kept by an older version are derived again. */
   version: number;
@@ -75,13 +74,6 @@ export type StoredView = ParseView | WorkerView | ServiceView;
 export interface SummaryView extends Entry<'searchText'> {
   stage: 'summary';
   fallback(): string;
-}
-
-/** The authentication verdicts: computed after ingest on the `verdicts` lane, kept beside the message. */
-export interface VerdictsView extends Entry<'authentication'> {
-  stage: 'verdicts';
-  derive(raw: Uint8Array, task: AuthTask): Promise<Authentication>;
-  fallback(task: AuthTask, why: string): Authentication;
 }
 
 /** Bumped when the stored document itself changes shape; a view's own changes bump its `version`. */
@@ -157,17 +149,7 @@ export const STORED_VIEWS: readonly StoredView[] = [
 
 export const SEARCH_TEXT_VIEW: SummaryView = { name: 'searchText', stage: 'summary', version: 1, budget: null, fallback: () => '' };
 
-/** Budgets: the whole verdict, and one DNS query (an unreachable resolver costs at most this). */
-export const AUTH_BUDGET = Object.freeze({ totalMs: 4000, queryMs: 1500 });
-
-export const AUTHENTICATION_VIEW: VerdictsView = {
-  name: 'authentication',
-  stage: 'verdicts',
-  version: 1,
-  budget: AUTH_BUDGET.totalMs,
-  derive: async (raw, task) => (await import('./authenticate.ts')).authenticateMessage(raw, task),
-  fallback: (task, why) => temperrorVerdict(task, why),
-};
+export { AUTH_BUDGET, AUTHENTICATION_VIEW, type VerdictsView } from './authentication-view.ts';
 
 /** Every view: those of the stored document, then those kept apart. */
 export const VIEWS = [...STORED_VIEWS, SEARCH_TEXT_VIEW, AUTHENTICATION_VIEW] as const;

@@ -3,6 +3,7 @@ import { parseAddress, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
+import { AUTHENTICATION_VIEW, STORED_VIEWS } from '../derive/registry.ts';
 import { FILTER_FIELDS, FILTER_MAX_CHARS, searchNeedle, type FilterField } from '../domain/search.ts';
 import type { EmailSummary, ListQuery, StoredBytes } from '../store/store.ts';
 import type { Core } from './core.ts';
@@ -228,19 +229,22 @@ async function rowAndViews(core: Core, id: string, reader?: Reader) {
   return { row, views };
 }
 
-/** One email in full; its views are derived on its first read, queued as `reader`'s (views.ts). */
+/**
+ * One email in full: its row, then every view of the registry (derive/registry.ts) by name, the
+ * verdicts kept apart last; its views are derived on its first read, queued as `reader`'s (views.ts).
+ */
 export async function getEmail(core: Core, id: string, reader?: Reader): Promise<EmailFull> {
   const { row: r, views: v } = await rowAndViews(core, id, reader);
   const authentication = await core.authentication.get(r.messageKey, r.receivedAt);
-  // written out field by field (not rest and spread): one object of a fixed shape per read
-  return {
+  // the row's fields, then the views in the registry's order: one object of a fixed shape per read
+  const email: Record<string, unknown> = {
     id: r.id, address: r.address, sender: r.sender, mailedBy: r.mailedBy, subject: r.subject,
     hasAttachments: r.hasAttachments, receivedAt: r.receivedAt, expiresAt: r.expiresAt,
-    to: v.to, cc: v.cc, messageId: v.messageId, headers: v.headers, textBody: v.textBody, htmlBody: v.htmlBody,
-    attachments: v.attachments, attachmentsDropped: v.attachmentsDropped, agentBody: v.agentBody, codes: v.codes, links: v.links,
-    htmlCheck: v.htmlCheck ?? null, spam: v.spam ?? null,
-    authentication,
   };
+  const doc = v as unknown as Record<string, unknown>;
+  for (const view of STORED_VIEWS) email[view.name] = doc[view.name] ?? null;
+  email[AUTHENTICATION_VIEW.name] = authentication;
+  return email as unknown as EmailFull;
 }
 
 /** The message as received (oversized parts cut out), for `/raw`. */

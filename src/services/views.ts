@@ -10,7 +10,7 @@ import { ipBuckets } from '../domain/limits.ts';
 import type { MessageViews } from '../domain/message.ts';
 import type { ParseLimits } from '../derive/mime.ts';
 import { BudgetExceededError, createLane, type Lane } from '../derive/pool.ts';
-import { isCurrent, SEARCH_TEXT_VIEW, STORED_VIEWS, type ServiceContext, type StoredView, type WorkerView } from '../derive/registry.ts';
+import { isCurrent, SEARCH_TEXT_VIEW, versionsOf, STORED_VIEWS, type ServiceContext, type StoredView, type WorkerView } from '../derive/registry.ts';
 import type { SpamdTarget } from '../derive/spamd.ts';
 import { minimalViews, type DerivedMessage } from '../derive/views.ts';
 import type { Store } from '../store/store.ts';
@@ -193,6 +193,10 @@ export function createViewService(store: Store, limits: ParseLimits, log: Logger
     const { views, parts, inputs } = await derive(raw);
     options.onDerived?.((performance.now() - started) / 1000, views.outcome);
     const doc = views as unknown as Record<string, unknown>;
+    // the versions of this service's registry (the worker stamps those of the one it loads)
+    const versions = versionsOf(registry);
+    if (versions) doc.versions = versions;
+    else delete doc.versions;
     for (const v of registry) if (v.stage === 'worker' && v.name in inputs) doc[v.name] = await runOnWorker(v, inputs[v.name]);
     for (const [v, p] of waiting) doc[v.name] = await p;
     // kept in the background: the reader does not wait for the commit (the cache answers meanwhile)
