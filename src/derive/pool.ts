@@ -72,6 +72,11 @@ export interface LaneOptions {
   preload?: 'parse' | 'authenticate';
   /** The lane's name, in warnings. */
   name?: string;
+  /**
+   * Workers run at a lower CPU priority (nice 10, a thread's own on Linux) once loaded, for work on no
+   * client's path: under load the rest of the process comes first (docs/decisions.md).
+   */
+  background?: boolean;
 }
 
 export function createLane(options: LaneOptions = {}): Lane {
@@ -118,7 +123,7 @@ export function createLane(options: LaneOptions = {}): Lane {
   };
 
   const spawnSlot = (): Slot => {
-    const worker = new Worker(entry.url, { execArgv: entry.execArgv, workerData: { preload: options.preload ?? 'parse' } });
+    const worker = new Worker(entry.url, { execArgv: entry.execArgv, workerData: { preload: options.preload ?? 'parse', background: options.background === true } });
     worker.unref(); // never keeps the process alive; close() ends it
     const slot: Slot = { worker, ready: false, inflight: new Map(), outbox: [], transfer: [] };
     worker.on('message', (m: Reply) => {
@@ -253,9 +258,10 @@ export interface WorkerPool {
 export const LANE_WORKERS: Readonly<Record<LaneName, number>> = Object.freeze({ summary: Math.min(4, availableParallelism()), derive: 2, verdicts: 1 });
 
 export function createWorkerPool(options: { warn?: LaneOptions['warn']; workers?: Partial<Record<LaneName, number>> } = {}): WorkerPool {
-  const lane = (name: LaneName, preload: LaneOptions['preload'] = 'parse') =>
-    createLane({ name, preload, warn: options.warn, workers: options.workers?.[name] ?? LANE_WORKERS[name] });
-  const lanes = { summary: lane('summary'), derive: lane('derive'), verdicts: lane('verdicts', 'authenticate') };
+  const lane = (name: LaneName, preload: LaneOptions['preload'] = 'parse', background = false) =>
+    createLane({ name, preload, background, warn: options.warn, workers: options.workers?.[name] ?? LANE_WORKERS[name] });
+  // verdicts are on no 250's path: their worker runs at a lower priority, so under load ingest comes first
+  const lanes = { summary: lane('summary'), derive: lane('derive'), verdicts: lane('verdicts', 'authenticate', true) };
   return {
     ...lanes,
     close: async () => {

@@ -1,6 +1,7 @@
 // The entry of a derivation worker (pool.ts starts it): runs the tasks it is sent (ops.ts) and
 // answers in batches, one postMessage per turn of the event loop each way (a post costs more than
 // the copy of a small message). Bytes of results go back transferred, not copied.
+import { constants, setPriority } from 'node:os';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { preload, runOp, type Op, type OpOptions } from './ops.ts';
 import type { ParseLimits } from './mime.ts';
@@ -47,8 +48,19 @@ function serve(port: MessagePort): void {
       );
     }
   });
-  preload((workerData as { preload?: 'parse' | 'authenticate' } | null)?.preload ?? 'parse').then(
-    () => port.postMessage({ ready: true } satisfies Reply),
+  const data = (workerData ?? {}) as { preload?: 'parse' | 'authenticate'; background?: boolean };
+  preload(data.preload ?? 'parse').then(
+    () => {
+      // lowered once loaded (a start under load is not slowed): pid 0 is this thread only, on Linux
+      if (data.background) {
+        try {
+          setPriority(0, constants.priority.PRIORITY_BELOW_NORMAL);
+        } catch {
+          // not permitted here: the worker runs at the process's priority
+        }
+      }
+      port.postMessage({ ready: true } satisfies Reply);
+    },
     (err: unknown) => port.postMessage({ fatal: String((err as Error)?.stack ?? err) } satisfies Reply),
   );
 }

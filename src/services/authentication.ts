@@ -62,7 +62,7 @@ function parseVerdicts(json: string | null): Authentication | null {
 
 export function createAuthenticationService(store: Store, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once
-  const ownLane = options.pool ? null : createLane({ name: 'verdicts', workers: 1, preload: 'authenticate', warn: (msg, err) => log.warn({ err }, msg) });
+  const ownLane = options.pool ? null : createLane({ name: 'verdicts', workers: 1, preload: 'authenticate', background: true, warn: (msg, err) => log.warn({ err }, msg) });
   const pool = options.pool ?? ownLane!;
   const budgetMs = options.budgetMs ?? AUTH_BUDGET.totalMs;
   const queryTimeoutMs = Math.min(options.queryTimeoutMs ?? AUTH_BUDGET.queryMs, budgetMs);
