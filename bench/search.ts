@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { assemble, type Service } from '../src/assemble.ts';
 import { loadConfig } from '../src/config.ts';
 import { listEmails } from '../src/services/emails.ts';
-import { summarize } from '../src/smtp/parse.ts';
+import { summarize } from '../src/derive/summary.ts';
 import { deleteRedisKeys, fmt, machineLine, parseArgs, spread } from './lib.ts';
 
 const opts = parseArgs(process.argv.slice(2));

@@ -8,8 +8,9 @@
 //   code, and falls back to tsx if it cannot build.
 // - Code splitting keeps the lazy imports lazy (the tool endpoint, the web pages, Redis): each
 //   `import()` target is its own chunk, with its own imports of packages.
-// - The parse worker (src/smtp/parse-pool.ts) is a second entry, so its module sits in a chunk of
-//   its own that the worker can load (it loads `import.meta.url`) without running main.
+// - The derivation worker (src/derive/worker.ts) is built first, as an entry of its own; its file
+//   name is then defined into the main build as EPHEMAIL_WORKER_ENTRY, which src/derive/pool.ts
+//   starts its workers from (beside the chunk that holds the pool).
 // - Every output file is named by its content hash and written by rename, and the manifest naming
 //   the main entry is written last, by rename: processes starting or building at the same time (a
 //   test suite) never see a half-written file, and a running service still finds its own lazy
@@ -78,9 +79,8 @@ function writeAtomic(path, data) {
 export async function build() {
   const print = fingerprint(); // before reading the sources: an edit during the build makes the next start rebuild
   const esbuild = await import('esbuild');
-  const result = await esbuild.build({
+  const common = {
     absWorkingDir: ROOT,
-    entryPoints: { main: 'src/main.ts', 'parse-worker': 'src/smtp/parse-pool.ts' },
     bundle: true,
     splitting: true,
     platform: 'node',
@@ -94,12 +94,18 @@ export async function build() {
     write: false,
     metafile: true,
     logLevel: 'warning',
+  };
+  const workerBuild = await esbuild.build({ ...common, entryPoints: { 'derive-worker': 'src/derive/worker.ts' } });
+  const workerOut = Object.entries(workerBuild.metafile.outputs).find(([, o]) => o.entryPoint === 'src/derive/worker.ts')?.[0];
+  if (!workerOut) throw new Error('build: no derivation worker entry');
+  const mainBuild = await esbuild.build({
+    ...common,
+    entryPoints: { main: 'src/main.ts' },
+    define: { EPHEMAIL_WORKER_ENTRY: JSON.stringify(`./${relative(OUT_DIR, join(ROOT, workerOut))}`) },
   });
-  const outputs = Object.entries(result.metafile.outputs);
-  const mainOut = outputs.find(([, o]) => o.entryPoint === 'src/main.ts')?.[0];
-  const poolOut = outputs.find(([, o]) => 'src/smtp/parse-pool.ts' in o.inputs)?.[0];
-  // the worker loads the file holding the parse pool's module: it must not be main's (main would start a service)
-  if (!mainOut || !poolOut || poolOut === mainOut) throw new Error('build: the parse pool must be in a chunk of its own, not in the main entry');
+  const mainOut = Object.entries(mainBuild.metafile.outputs).find(([, o]) => o.entryPoint === 'src/main.ts')?.[0];
+  if (!mainOut) throw new Error('build: no main entry');
+  const result = { outputFiles: [...workerBuild.outputFiles, ...mainBuild.outputFiles] };
 
   mkdirSync(join(OUT_DIR, 'assets'), { recursive: true });
   const current = new Set(['manifest.json', 'assets']);

@@ -7,6 +7,7 @@ import type { Backends } from './backends.ts';
 import type { Store } from './store/store.ts';
 import { createMemoryBus } from './bus/memory.ts';
 import { redactStoreUrl, type Config } from './config.ts';
+import { createWorkerPool } from './derive/pool.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
 import { webhookEventJson } from './http/schemas/wire.ts';
@@ -94,6 +95,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   // 451/500 for any other domain until it answers; the registry logs it)
   const domains = createDomainRegistry({ config, store: store.domains, clock, log });
   await domains.refresh().catch(() => undefined);
+  // the one pool of derivation workers: SMTP's summaries, views and verdicts each in a lane of its own
+  const workers = createWorkerPool({ warn: (msg, err) => log.warn({ err }, msg) });
   const core: Core = {
     config,
     store,
@@ -105,8 +108,9 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     log,
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits, clock }),
     domains,
-    views: createViewService(store, config, log, { spamd: config.spamd, onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
-    authentication: createAuthenticationService(store, config, log, { dnsServers: config.dnsServers, authservId: config.domains[0], ...options.authentication }),
+    workers,
+    views: createViewService(store, config, log, { pool: workers.derive, spamd: config.spamd, onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
+    authentication: createAuthenticationService(store, config, log, { pool: workers.verdicts, dnsServers: config.dnsServers, authservId: config.domains[0], ...options.authentication }),
     webhooks: createWebhookService({ hooks: store.webhooks, keys: store, config, domains, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
     metrics,
     baseUrl,
@@ -168,6 +172,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         await limiter.close();
         await core.views.close();
         await core.authentication.close();
+        await workers.close();
         await store.close();
       })();
       return stopped;

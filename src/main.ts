@@ -1,7 +1,7 @@
 // Entry: `ephemail [serve]`, `ephemail keys list|revoke <prefix>`, `ephemail domains list|add|retire <domain>`.
 import { assemble, createLogger, openBackends, redactStoreUrl } from './assemble.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import { systemClock } from './domain/clock.ts';
+import { iso, systemClock } from './domain/clock.ts';
 import { AppError } from './domain/errors.ts';
 import { addDomain, listDomains, retireDomain, type DomainEntry } from './services/domains.ts';
 import { startHint } from './start-hint.ts';
@@ -90,7 +90,7 @@ async function keys(config: Config, args: string[]): Promise<number> {
       const all = await store.listKeys();
       if (all.length === 0) console.log('no keys');
       for (const k of all) {
-        console.log([k.prefix, JSON.stringify(k.label), new Date(k.createdAt).toISOString(), k.revokedAt ? `revoked ${new Date(k.revokedAt).toISOString()}` : 'active'].join('\t'));
+        console.log([k.prefix, JSON.stringify(k.label), iso(k.createdAt), k.revokedAt ? `revoked ${iso(k.revokedAt)}` : 'active'].join('\t'));
       }
       return 0;
     }
@@ -105,7 +105,7 @@ async function keys(config: Config, args: string[]): Promise<number> {
         console.error(`No active key has a prefix starting with ${prefix}`);
         return 1;
       }
-      for (const k of revoked) console.log(`revoked ${k.prefix}\t${JSON.stringify(k.label)}\tcreated ${new Date(k.createdAt).toISOString()}`);
+      for (const k of revoked) console.log(`revoked ${k.prefix}\t${JSON.stringify(k.label)}\tcreated ${iso(k.createdAt)}`);
       return 0;
     }
     console.error(USAGE);
@@ -117,7 +117,7 @@ async function keys(config: Config, args: string[]): Promise<number> {
   }
 }
 
-const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
+const when = (ms: number | null) => (ms === null ? '-' : iso(ms));
 const domainLine = (d: DomainEntry) => [d.domain, d.source, d.state, `added ${when(d.addedAt)}`, `retired ${when(d.retiredAt)}`].join('\t');
 
 /** `ephemail domains …`: 0 done, 1 refused (the message says why), 2 a usage error. */

@@ -1,5 +1,5 @@
 // The authentication verdicts of a received message (SPF, DKIM, DMARC, ARC): the wire shape of
-// issue 25, computed by smtp/authenticate.ts and kept beside the message (services/authentication.ts).
+// issue 25, computed by derive/authenticate.ts and kept beside the message (services/authentication.ts).
 
 /** RFC 8601 result words. */
 export type AuthResult = 'pass' | 'fail' | 'softfail' | 'neutral' | 'none' | 'temperror' | 'permerror' | 'policy';

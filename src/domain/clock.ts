@@ -3,4 +3,7 @@ export interface Clock {
   now(): number;
 }
 
+/** A time as ISO 8601 UTC, as the spec writes every timestamp. */
+export const iso = (ms: number): string => new Date(ms).toISOString();
+
 export const systemClock: Clock = { now: () => Date.now() };

@@ -33,6 +33,8 @@ export type DerivationOutcome = 'ok' | 'html_over_budget' | 'parse_failed' | 'pa
  */
 export interface MessageViews {
   version: number;
+  /** The versions of views past their first (derive/registry.ts); absent when every view is at 1. */
+  versions?: Record<string, number>;
   to: string;
   cc: string;
   messageId: string | null;
@@ -53,7 +55,7 @@ export interface MessageViews {
   outcome: DerivationOutcome;
   /** HTML compatibility (domain/html-check.ts); null without an HTML part; absent in fallbacks (= null). */
   htmlCheck?: HtmlCheck | null;
-  /** spamd's verdict (services/spamd.ts), made as the views were derived; null/absent when no spamd is configured. */
+  /** spamd's verdict (derive/spamd.ts), made as the views were derived; null/absent when no spamd is configured. */
   spam?: SpamVerdict | null;
 }
 

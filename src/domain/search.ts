@@ -24,6 +24,15 @@ export function searchForm(s: string, max = SEARCH_TEXT_MAX_CHARS): string {
 }
 
 /**
+ * The filters of a list or a `latest` (HTTP query parameters, check_inbox arguments): each a
+ * case-insensitive substring of the decoded From, the Subject, or the search text; all given must match.
+ */
+export const FILTER_FIELDS = ['from', 'subject', 'text'] as const;
+export type FilterField = (typeof FILTER_FIELDS)[number];
+/** Longest filter text accepted (every field). */
+export const FILTER_MAX_CHARS = 200;
+
+/**
  * A `text` filter's needle in search form (at most 200 characters): lowercase, white-space runs as
  * one space, not trimmed (a space the caller typed at either end still has to be there).
  */

@@ -1,4 +1,4 @@
-// The spam score of a message (issue 25 item 2, docs/sender-checks.md), as services/spamd.ts reads it
+// The spam score of a message (issue 25 item 2, docs/sender-checks.md), as derive/spamd.ts reads it
 // from SpamAssassin's spamd and the derived views keep it.
 
 export interface SpamRule {
@@ -12,7 +12,7 @@ export interface SpamScore {
   threshold: number;
   isSpam: boolean;
   rules: SpamRule[];
-  /** Only the first 512 KiB of the message were checked (services/spamd.ts SPAM_MAX_BYTES). */
+  /** Only the first 512 KiB of the message were checked (derive/spamd.ts SPAM_MAX_BYTES). */
   truncated: boolean;
 }
 

@@ -1,5 +1,5 @@
 // Authentication verdicts (SPF, DKIM, DMARC, ARC): a derived view of a stored message, computed once
-// with mailauth on a worker thread of its own (smtp/authenticate.ts), within a time budget, kept in
+// with mailauth on a worker thread of its own (derive/authenticate.ts), within a time budget, kept in
 // the store beside the message and never computed again. Ingest hands over the bytes it holds right
 // after the 250 (in the background: the 250 never waits for it; nothing is read back from the store);
 // the worker runs at a lower CPU priority, so under load ingest comes first and the verdicts take
@@ -8,16 +8,15 @@
 // docs/authentication.md has the design.
 import type { Logger } from 'pino';
 import { temperrorVerdict } from '../domain/authentication.ts';
-import type { Authentication, AuthTask } from '../smtp/authenticate.ts';
-import { createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
-import type { ParseLimits } from '../smtp/parse.ts';
+import type { Authentication, AuthTask } from '../derive/authenticate.ts';
+import type { ParseLimits } from '../derive/mime.ts';
+import { createLane, type Lane } from '../derive/pool.ts';
+import { AUTH_BUDGET, AUTHENTICATION_VIEW } from '../derive/registry.ts';
 import type { MailStore, MessageEnvelope } from '../store/store.ts';
 import { collect } from './views.ts';
 
-export type { Authentication } from '../smtp/authenticate.ts';
+export type { Authentication } from '../derive/authenticate.ts';
 
-/** Budgets: the whole verdict, and one DNS query (an unreachable resolver costs at most this). */
-export const AUTH_BUDGET = Object.freeze({ totalMs: 4000, queryMs: 1500 });
 /** Verdicts computed at once (they mostly wait on DNS), and waiting; more are dropped (a read asks again). */
 const MAX_RUNNING = 16;
 const MAX_WAITING = 1000;
@@ -51,7 +50,8 @@ export interface AuthenticationOptions {
   authservId: string;
   budgetMs?: number;
   queryTimeoutMs?: number;
-  pool?: ParsePool;
+  /** The `verdicts` lane of the service's pool (assemble.ts); absent: a lane of its own, closed with the service. */
+  pool?: Lane;
   now?: () => number;
   /** Observes each verdict: seconds taken and the SPF result (metrics, tests). */
   onComputed?: (seconds: number, verdict: Authentication) => void;
@@ -71,7 +71,8 @@ function parseVerdicts(json: string | null): Authentication | null {
 export function createAuthenticationService(store: MailStore, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once
   // at a lower CPU priority: verdicts are on no 250's path, so under load ingest comes first
-  const pool = options.pool ?? createParsePool({ workers: 1, preload: 'authenticate', background: true, warn: (msg, err) => log.warn({ err }, msg) });
+  const ownLane = options.pool ? null : createLane({ name: 'verdicts', workers: 1, preload: 'authenticate', background: true, warn: (msg, err) => log.warn({ err }, msg) });
+  const pool = options.pool ?? ownLane!;
   const budgetMs = options.budgetMs ?? AUTH_BUDGET.totalMs;
   const queryTimeoutMs = Math.min(options.queryTimeoutMs ?? AUTH_BUDGET.queryMs, budgetMs);
   const now = options.now ?? Date.now;
@@ -120,12 +121,12 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
     let verdict: Authentication;
     try {
       // ingest's bytes are copied to the worker (the caller may still hold them); read ones are handed over
-      verdict = await pool.run('authenticate', raw, limits, { options: { html: false, auth: task }, offThread: true, keepRaw: Boolean(given?.raw) });
+      verdict = await pool.run<'view', Authentication>('view', raw, limits, { options: { view: AUTHENTICATION_VIEW.name, auth: task }, offThread: true, keepRaw: Boolean(given?.raw) });
     } catch (err) {
       if (closed) return;
       // the worker died or was stopped as stuck: kept as temperror, so no read asks for it again
       log.warn({ err, bytes: raw.byteLength }, 'authentication checks did not finish; kept as temperror');
-      verdict = temperrorVerdict(task, 'the checks did not finish');
+      verdict = AUTHENTICATION_VIEW.fallback(task, 'the checks did not finish');
     }
     options.onComputed?.((now() - started) / 1000, verdict);
     await store.putAuthentication(key, JSON.stringify(verdict));
@@ -176,7 +177,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       queue.length = 0;
       heldBytes = 0;
       await new Promise<void>((resolve) => (running === 0 ? resolve() : idleWaiters.push(resolve)));
-      await pool.close();
+      await ownLane?.close();
     },
   };
 }

@@ -6,6 +6,7 @@ import type { Config } from '../config.ts';
 import type { Bus } from '../bus/bus.ts';
 import type { Clock } from '../domain/clock.ts';
 import type { Limiter } from '../limiter/limiter.ts';
+import type { WorkerPool } from '../derive/pool.ts';
 import type { Metrics } from '../metrics.ts';
 import type { FaultStore } from '../store/faults.ts';
 import type { KeyStore } from '../store/keys.ts';
@@ -31,6 +32,8 @@ export interface Core {
   waits: WaitRegistry;
   /** The domains served: EPHEMAIL_DOMAINS and those added at run time (services/domains.ts). */
   domains: DomainRegistry;
+  /** The one worker pool of derivations (derive/pool.ts): summaries, views and verdicts, each in a lane of its own. */
+  workers: WorkerPool;
   /** Derived views of stored messages (bodies, attachments, agent text). */
   views: ViewService;
   /** SPF/DKIM/DMARC/ARC verdicts of stored messages, computed in the background (authentication.ts). */

@@ -3,7 +3,8 @@ import { parseAddress, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
-import { searchNeedle } from '../domain/search.ts';
+import { AUTHENTICATION_VIEW, STORED_VIEWS } from '../derive/registry.ts';
+import { FILTER_FIELDS, FILTER_MAX_CHARS, searchNeedle, type FilterField } from '../domain/search.ts';
 import type { EmailSummary } from '../domain/summary.ts';
 import type { ListQuery, StoredBytes } from '../store/store.ts';
 import type { Core } from './core.ts';
@@ -25,19 +26,13 @@ export function resolveInbox(core: Pick<Core, 'domains'>, raw: string): Address 
   return addr;
 }
 
-/** Case-insensitive substrings of the decoded From, Subject and body text; all given must match. */
-export interface MailFilter {
-  from?: string;
-  subject?: string;
-  /**
-   * The body as text (the plain part, or the HTML part as text): matched against the message's
-   * search text made at ingest (domain/search.ts), never against derived views.
-   */
-  text?: string;
-}
+/**
+ * Case-insensitive substrings of the decoded From, Subject and body text (FILTER_FIELDS); all given
+ * must match. `text` is matched against the message's search text made at ingest
+ * (domain/search.ts), never against derived views.
+ */
+export type MailFilter = Partial<Record<FilterField, string>>;
 
-/** Longest filter text accepted. */
-export const FILTER_MAX_CHARS = 200;
 /** A filtered read looks at most this many of an inbox's emails (newest or oldest first, from its cursor). */
 export const FILTER_SCAN_MAX = 5000;
 const SCAN_PAGE = 100;
@@ -85,9 +80,9 @@ interface Filter {
 }
 
 function checkFilter(filter: MailFilter): Filter | null {
-  const heads: [keyof MailFilter, string][] = [];
+  const heads: [FilterField, string][] = [];
   let needle: string | null = null;
-  for (const field of ['from', 'subject', 'text'] as const) {
+  for (const field of FILTER_FIELDS) {
     const v = filter[field];
     if (v === undefined || v === '') continue;
     if (v.length > FILTER_MAX_CHARS) throw new AppError('invalid_request', `is at most ${FILTER_MAX_CHARS} characters`, { field });
@@ -98,6 +93,9 @@ function checkFilter(filter: MailFilter): Filter | null {
   const head = heads.length === 0 ? null : (e: EmailSummary) => heads.every(([field, n]) => (field === 'from' ? e.sender : e.subject).toLowerCase().includes(n));
   return { head, needle };
 }
+
+/** The filter as part of a wait's sharing key. */
+const filterKey = (filter: MailFilter) => FILTER_FIELDS.map((f) => filter[f] ?? '').join('\u0000');
 
 function checkCursors(input: { since?: string; before?: string }): void {
   if (input.since !== undefined && input.before !== undefined) {
@@ -184,7 +182,7 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
   // nothing to hold: what hold() would do, without its promise
   if (ms <= 0) return { address, emails: await run(), waited: false };
   // waits on this address with the same page (and filter) share their re-query after a delivery
-  const key = `${query.limit}:${query.since ?? ''}:${query.before ?? ''}${match ? `:${input.from ?? ''}\u0000${input.subject ?? ''}\u0000${input.text ?? ''}` : ''}`;
+  const key = `${query.limit}:${query.since ?? ''}:${query.before ?? ''}${match ? `:${filterKey(input)}` : ''}`;
   const { result, waited } = await core.waits.hold(address, ms, run, input.signal, key);
   return { address, emails: result, waited };
 }
@@ -211,7 +209,7 @@ export async function latestEmail(core: Core, input: LatestInput): Promise<{ add
   };
   const ms = (input.waitSeconds ?? 0) * 1000;
   const { result, waited } = ms > 0
-    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${input.from ?? ''}\u0000${input.subject ?? ''}\u0000${input.text ?? ''}`)
+    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${filterKey(input)}`)
     : { result: await newest(), waited: false };
   if (result.length === 0) return { address, email: null, waited };
   try {
@@ -232,19 +230,22 @@ async function rowAndViews(core: Core, id: string, reader?: Reader) {
   return { row, views };
 }
 
-/** One email in full; its views are derived on its first read, queued as `reader`'s (views.ts). */
+/**
+ * One email in full: its row, then every view of the registry (derive/registry.ts) by name, the
+ * verdicts kept apart last; its views are derived on its first read, queued as `reader`'s (views.ts).
+ */
 export async function getEmail(core: Core, id: string, reader?: Reader): Promise<EmailFull> {
   const { row: r, views: v } = await rowAndViews(core, id, reader);
   const authentication = await core.authentication.get(r.messageKey, r.receivedAt);
-  // written out field by field (not rest and spread): one object of a fixed shape per read
-  return {
+  // the row's fields, then the views in the registry's order: one object of a fixed shape per read
+  const email: Record<string, unknown> = {
     id: r.id, address: r.address, sender: r.sender, mailedBy: r.mailedBy, subject: r.subject,
     hasAttachments: r.hasAttachments, receivedAt: r.receivedAt, expiresAt: r.expiresAt,
-    to: v.to, cc: v.cc, messageId: v.messageId, headers: v.headers, textBody: v.textBody, htmlBody: v.htmlBody,
-    attachments: v.attachments, attachmentsDropped: v.attachmentsDropped, agentBody: v.agentBody, codes: v.codes, links: v.links,
-    htmlCheck: v.htmlCheck ?? null, spam: v.spam ?? null,
-    authentication,
   };
+  const doc = v as unknown as Record<string, unknown>;
+  for (const view of STORED_VIEWS) email[view.name] = doc[view.name] ?? null;
+  email[AUTHENTICATION_VIEW.name] = authentication;
+  return email as unknown as EmailFull;
 }
 
 /** The message as received (oversized parts cut out), for `/raw`. */

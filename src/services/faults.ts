@@ -3,6 +3,7 @@
 // transactions or until deleted. Rules are kept in the store (every node applies them) and expire
 // with the inbox TTL (EPHEMAIL_EMAIL_TTL_SECONDS). The receiver's side is smtp/server.ts.
 import { randomBytes } from 'node:crypto';
+import { iso } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
 import type { FaultRule, FaultStage } from '../store/faults.ts';
 import type { Core } from './core.ts';
@@ -57,7 +58,6 @@ export function checkFaultInput(input: FaultInput): FaultInput {
   return input;
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
 /** The API's form of a rule (`Fault` in OpenAPI). */
 export const toWireFault = (r: FaultRule) => ({
   id: r.id,

@@ -1,6 +1,6 @@
 // Ingest: one received message and its served recipients → the message stored once, one row per
 // inbox → wake-ups. Resolves only after the store made it durable; the SMTP 250 waits on it.
-import type { MessageSummary } from '../smtp/parse.ts';
+import type { MessageSummary } from '../derive/summary.ts';
 import type { MessageEnvelope, NewEmail, StoredEmail } from '../store/store.ts';
 import type { Core } from './core.ts';
 

@@ -1,16 +1,19 @@
 // Derived views (ARCHITECTURE.md "The message model"): everything beyond the summary row is derived
-// from the stored raw message once, on first read, in a worker thread within a time budget, then
-// kept in the store beside the message (and in a small byte-bounded cache here). A derivation that
-// runs out of time gets its defined fallback (docs/decisions.md "Derived views"). Who gets the
-// workers first is derive-queue.ts's: readers before lists before background work, callers in turn.
+// from the stored raw message once, on first read, on the `derive` lane of the worker pool within a
+// time budget, then kept in the store beside the message (and in a small byte-bounded cache here).
+// Which views there are, their budgets and fallbacks are the registry's (derive/registry.ts): this
+// runs them by stage. A derivation that runs out of time gets its defined fallback (docs/decisions.md
+// "Derived views"). Who gets the workers first is derive-queue.ts's: readers before lists before
+// background work, callers in turn.
 import type { Logger } from 'pino';
 import { ipBuckets } from '../domain/limits.ts';
-import { HTML_CHECK_BUDGET_MS, HTML_CHECK_MAX_CHARS, htmlCheckError, type HtmlCheck } from '../domain/html-check.ts';
 import type { MessageViews } from '../domain/message.ts';
-import { BudgetExceededError, createParsePool, type ParsePool } from '../smtp/parse-pool.ts';
-import { minimalViews, VIEWS_VERSION, type DerivedMessage, type ParseLimits } from '../smtp/parse.ts';
+import type { ParseLimits } from '../derive/mime.ts';
+import { BudgetExceededError, createLane, type Lane } from '../derive/pool.ts';
+import { isCurrent, SEARCH_TEXT_VIEW, versionsOf, STORED_VIEWS, type ServiceContext, type StoredView, type WorkerView } from '../derive/registry.ts';
+import type { SpamdTarget } from '../derive/spamd.ts';
+import { minimalViews, type DerivedMessage } from '../derive/views.ts';
 import type { MessageStore } from '../store/store.ts';
-import { checkSpam, type SpamdTarget, type SpamVerdict } from './spamd.ts';
 import { createDeriveQueue, type Priority } from './derive-queue.ts';
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
@@ -18,7 +21,7 @@ export const DERIVE_BUDGET = Object.freeze({ baseMs: 5000, perMiBMs: 1000, maxMs
 /** Cache of views by message key, bounded by the characters it holds. */
 const CACHE_MAX_CHARS = 16 * 1024 * 1024;
 const CACHE_MAX_ENTRY_CHARS = 2 * 1024 * 1024;
-/** Workers deriving views (apart from the ingest workers: a slow derivation never delays a 250). */
+/** Derivations at once: the `derive` lane's workers (apart from the summaries': a slow derivation never delays a 250). */
 const WORKERS = 2;
 /** Messages waiting for a search text of their own (mail stored before search texts existed). */
 export const SEARCH_BACKFILL_MAX = 1000;
@@ -74,34 +77,48 @@ export async function collect(chunks: AsyncIterable<Uint8Array>, size: number): 
   return at === size ? out : null;
 }
 
-function parseViews(json: string | null): MessageViews | null {
+/** A kept document, when it holds every view of the registry at its version. */
+function parseViews(json: string | null, registry: readonly StoredView[]): MessageViews | null {
   if (!json) return null;
   try {
     const v = JSON.parse(json) as MessageViews;
-    return v.version === VIEWS_VERSION ? v : null;
+    return v && typeof v === 'object' && isCurrent(v, registry) ? v : null;
   } catch {
     return null;
   }
 }
 
 export interface ViewServiceOptions {
-  pool?: ParsePool;
+  /** The `derive` lane of the service's pool (assemble.ts); absent: a lane of its own, closed with the service. */
+  pool?: Lane;
+  /** The views to derive (default: derive/registry.ts STORED_VIEWS; tests add their own). */
+  registry?: readonly StoredView[];
   /** Observes each derivation: seconds taken and its outcome (metrics). */
   onDerived?: (seconds: number, outcome: string) => void;
   /** The budget of a message of this many bytes (default deriveBudgetMs; tests shorten it). */
   budgetMs?: (bytes: number) => number;
-  /** The spamd that scores each message as its views are derived (services/spamd.ts); null/absent: `spam` stays null. */
+  /** The spamd that scores each message as its views are derived (derive/spamd.ts); null/absent: `spam` stays null. */
   spamd?: SpamdTarget | null;
-  /** The spamd exchange's budget (default SPAM_TIMEOUT_MS; tests shorten it). */
-  spamTimeoutMs?: number;
-  /** The budget of an HTML compatibility check (default HTML_CHECK_BUDGET_MS; tests shorten it). */
-  htmlCheckBudgetMs?: number;
+  /** Budgets to use instead of the registry's, by view name (tests shorten them). */
+  budgets?: ServiceContext['budgets'];
+}
+
+/** Resolves with `p`, or with `late()` once `ms` pass first. */
+function within<T>(p: Promise<T>, ms: number, late: () => T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const out = new Promise<T>((resolve) => {
+    timer = setTimeout(() => resolve(late()), ms);
+  });
+  return Promise.race([p, out]).finally(() => clearTimeout(timer));
 }
 
 export function createViewService(store: MessageStore, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
-  // its own workers: a long derivation never delays the summaries the 250 waits for
-  const spamd = options.spamd ?? null;
-  const pool = options.pool ?? createParsePool({ workers: WORKERS, warn: (msg, err) => log.warn({ err }, msg) });
+  // the `derive` lane: a long derivation never delays the summaries the 250 waits for
+  const ownLane = options.pool ? null : createLane({ name: 'derive', workers: WORKERS, warn: (msg, err) => log.warn({ err }, msg) });
+  const pool = options.pool ?? ownLane!;
+  const registry = options.registry ?? STORED_VIEWS;
+  const context: ServiceContext = { spamd: options.spamd ?? null, budgets: options.budgets, warn: (fields, msg) => log.warn(fields, msg) };
+  const budgetOf = (v: StoredView) => options.budgets?.[v.name] ?? v.budget ?? 0;
   const queue = createDeriveQueue({ slots: WORKERS });
   /** Derivations under way (waiting or running), one per message: later readers share it and may promote it. */
   const inflight = new Map<string, { promise: Promise<MessageViews | null>; promote(reader: Reader): void }>();
@@ -124,10 +141,11 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     cachedChars += chars;
   };
 
+  /** The `parse` views (and the inputs of `worker` views): in full, then without HTML, then header-only, then without a parser. */
   async function derive(raw: Uint8Array): Promise<DerivedMessage> {
     const budgetMs = (options.budgetMs ?? deriveBudgetMs)(raw.byteLength);
     try {
-      return await pool.run('derive', raw, limits, { budgetMs, keepRaw: true });
+      return await pool.run('derive', raw, limits, { budgetMs, keepRaw: true, options: { html: true } });
     } catch (err) {
       if (!(err instanceof BudgetExceededError)) throw err;
     }
@@ -146,22 +164,14 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     }
   }
 
-  /** The spam score of a message; spamd down or slow gives a SpamError and a log line. */
-  async function scoreSpam(target: SpamdTarget, raw: Uint8Array): Promise<SpamVerdict> {
-    const verdict = await checkSpam(target, raw, options.spamTimeoutMs);
-    if ('error' in verdict) log.warn({ spamd: `${target.host}:${target.port}`, error: verdict.error }, 'a spam score could not be made; the email reads spam.error');
-    return verdict;
-  }
-
-  /** The HTML compatibility of `html` (domain/html-check.ts), on a worker within its own budget. */
-  async function checkHtml(html: string): Promise<HtmlCheck> {
-    const truncated = html.length > HTML_CHECK_MAX_CHARS;
+  /** A `worker` view's task, on a worker within its own budget; its fallback when it runs out or fails. */
+  async function runOnWorker(v: WorkerView, input: string): Promise<unknown> {
     try {
-      return await pool.run('htmlcheck', new TextEncoder().encode(html), limits, { budgetMs: options.htmlCheckBudgetMs ?? HTML_CHECK_BUDGET_MS });
+      return await pool.run('view', new TextEncoder().encode(input), limits, { budgetMs: budgetOf(v), options: { view: v.name } });
     } catch (err) {
       const over = err instanceof BudgetExceededError;
-      log.warn({ err: over ? undefined : err, chars: html.length }, over ? 'an HTML compatibility check ran out of time' : 'an HTML compatibility check failed');
-      return htmlCheckError(over ? 'over_budget' : 'failed', truncated);
+      log.warn({ err: over ? undefined : err, view: v.name, chars: input.length }, over ? 'a view ran out of time; it reads its fallback' : 'a view failed; it reads its fallback');
+      return v.fallback(over ? 'over_budget' : 'failed', input);
     }
   }
 
@@ -173,12 +183,22 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     const raw = await collect(src.chunks, src.sizeBytes);
     if (!raw) return null; // freed while it was read
     const started = performance.now();
-    // spamd reads the raw message while a worker parses it: the first read waits for the slower one
-    const spam = spamd ? scoreSpam(spamd, raw) : null;
-    const { views, parts, htmlSource } = await derive(raw);
+    // `service` views (spamd reads the raw message) run while a worker parses it: the first read waits for the slower one
+    const waiting: [StoredView, Promise<unknown>][] = [];
+    for (const v of registry) {
+      if (v.stage !== 'service') continue;
+      const p = v.derive(raw, context, budgetOf(v));
+      if (p) waiting.push([v, within(p, budgetOf(v) + 1000, () => v.fallback())]);
+    }
+    const { views, parts, inputs } = await derive(raw);
     options.onDerived?.((performance.now() - started) / 1000, views.outcome);
-    if (htmlSource !== undefined) views.htmlCheck = await checkHtml(htmlSource);
-    views.spam = spam && (await spam);
+    const doc = views as unknown as Record<string, unknown>;
+    // the versions of this service's registry (the worker stamps those of the one it loads)
+    const versions = versionsOf(registry);
+    if (versions) doc.versions = versions;
+    else delete doc.versions;
+    for (const v of registry) if (v.stage === 'worker' && v.name in inputs) doc[v.name] = await runOnWorker(v, inputs[v.name]);
+    for (const [v, p] of waiting) doc[v.name] = await p;
     // kept in the background: the reader does not wait for the commit (the cache answers meanwhile)
     const write = store.putViews(key, JSON.stringify(views), parts)
       .catch((err) => log.warn({ err }, 'derived views could not be kept; they will be derived again'))
@@ -195,7 +215,7 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     let want = first;
     let promote: ((owner: string, priority: Priority) => void) | null = null;
     const promise = (async () => {
-      const stored = parseViews(await store.getViews(key));
+      const stored = parseViews(await store.getViews(key), registry);
       if (stored) return stored;
       const ticket = queue.enqueue(want.owner, want.priority, () => deriveAndKeep(key));
       promote = ticket.promote;
@@ -214,12 +234,13 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     const src = await store.readRaw(key);
     const raw = src && (await collect(src.chunks, src.sizeBytes));
     if (!raw) return; // gone meanwhile
-    let text = '';
+    let text: string;
     try {
       text = (await pool.run('summarize', raw, limits, { budgetMs: (options.budgetMs ?? deriveBudgetMs)(raw.byteLength), keepRaw: true })).searchText;
     } catch (err) {
       if (!(err instanceof BudgetExceededError)) throw err;
       log.warn({ bytes: raw.byteLength }, 'a search text ran out of time; the message is searched as having no body text');
+      text = SEARCH_TEXT_VIEW.fallback();
     }
     await store.putSearchText(key, text);
   }
@@ -257,7 +278,7 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
       closed = true;
       queue.drain(); // what waits runs now (on this thread once the pool is closed)
       await Promise.all([...writing.values()]);
-      await pool.close();
+      await ownLane?.close();
     },
   };
 }

@@ -12,7 +12,6 @@ import type { DomainState } from '../services/domains.ts';
 import { splitReply } from '../services/faults.ts';
 import { ingest } from '../services/ingest.ts';
 import type { FaultRule } from '../store/faults.ts';
-import { createParsePool } from './parse-pool.ts';
 import { installProxyFront, peerMatcher } from './proxy-protocol.ts';
 import { createCertificateReloader, type CertificateReloader, type ReloadOutcome } from './tls-reload.ts';
 
@@ -155,19 +154,19 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   const perClient = createHoldCounter({ perAddress: limits.maxPerIp, per56: limits.maxPer56, per48: limits.maxPer48 });
   let inflightBytes = 0;
   let running = false;
-  // MIME parsing runs on worker threads (started on the first message); SQLite stays on this one
-  const parsePool = createParsePool({ warn: (msg, err) => core.log.warn({ err }, msg) });
+  // MIME parsing runs on the summary lane of the worker pool (started on the first message); SQLite stays on this thread
+  const summaries = core.workers.summary;
   // A small, plainly structured message is summarized right here (one linear pass over at most
   // FAST_HERE_BYTES, no body decoded): a worker round trip would cost more than the work. Anything
-  // else goes to the parse workers. The parser module is loaded on the first message.
-  let parser: Promise<typeof import('./parse.ts')> | null = null;
+  // else goes to the summary lane. The summary module is loaded on the first message.
+  let summary: Promise<typeof import('../derive/summary.ts')> | null = null;
   const summaryOf = async (raw: Buffer) => {
     if (raw.byteLength <= FAST_HERE_BYTES) {
-      const { fastSummary } = await (parser ??= import('./parse.ts'));
+      const { fastSummary } = await (summary ??= import('../derive/summary.ts'));
       const fast = fastSummary(raw);
       if (fast) return { raw, ...fast };
     }
-    return parsePool.run('summarize', raw, config);
+    return summaries.run('summarize', raw, config);
   };
 
   /** The session's connection while it is open (smtp-server drops it from `connections` as it closes). */
@@ -487,7 +486,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       return new Promise((resolve) => {
         if (!running) return resolve();
         running = false;
-        server.close(() => void parsePool.close().then(resolve, resolve));
+        server.close(() => resolve()); // the worker pool is assemble.ts's to close
         front?.close();
       });
     },

@@ -4,6 +4,8 @@ import type { EmailFull } from '../domain/message.ts';
 import { authHints, authLine } from '../domain/authentication.ts';
 import { decodeWords } from 'postal-mime';
 
+import { iso } from '../domain/clock.ts';
+import { mainActionLink } from '../domain/extract/links.ts';
 import { escapeHtml as esc } from '../domain/escape.ts';
 
 export { esc };
@@ -29,7 +31,6 @@ export function humanSize(bytes: number): string {
   return `${v < 10 ? v.toFixed(1) : Math.round(v)} ${units[i]}`;
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
 const utc = (ms: number) => `${iso(ms).slice(0, 19).replace('T', ' ')} UTC`;
 
 function layout(assets: Assets, opts: { title: string; page: string; body: string; data?: Record<string, string> }): string {
@@ -109,7 +110,7 @@ export function hasRemoteContent(html: string): boolean {
  * with a copy button) and its main action link, marked as extracted from an untrusted email.
  */
 function extracted(e: EmailFull): string {
-  const action = e.links.find((l) => l.kind === 'verify' || l.kind === 'reset_password' || l.kind === 'login');
+  const action = mainActionLink(e.links);
   if (e.codes.length === 0 && !action) return '';
   const label: Record<string, string> = { verify: 'Verify', reset_password: 'Reset password', login: 'Sign in' };
   const codes = e.codes.slice(0, 3).map((c, i) => `<div class="code-row"><code class="code${i === 0 ? ' best' : ''}" title="${esc(c.context)}">${esc(c.value)}</code><button type="button" class="copy-code" data-code="${esc(c.value)}" aria-label="Copy code ${esc(c.value)}">Copy</button></div>`).join('');

@@ -12,6 +12,8 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
 import { HELP, LINK_KINDS, READS } from '@ephemail/client/cli';
+import { ACTION_LINK_KINDS } from '@ephemail/client';
+import { ACTION_KINDS } from '../../src/domain/extract/links.ts';
 import { freePort, ROOT } from '../helpers/serve.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { metric } from '../helpers/metrics.ts';
@@ -365,6 +367,10 @@ test('every response field the command reads is in the live OpenAPI document, re
   assert.deepEqual(checkReads(doc, READS), []);
   const kinds = alternatives(doc, doc.components.schemas.Link.properties.kind).flatMap((a) => a.enum ?? []);
   assert.deepEqual([...LINK_KINDS].sort(), [...kinds].sort(), '--link takes exactly the link kinds of the contract');
+});
+
+test("the client's main action kinds are the server's", () => {
+  assert.deepEqual([...ACTION_LINK_KINDS], [...ACTION_KINDS]);
 });
 
 function alternatives(doc: Schema, s: Schema): Schema[] {

@@ -4,8 +4,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { checkHtml } from '../../src/domain/html-check-run.ts';
 import { HTML_CHECK_MAX_CHARS } from '../../src/domain/html-check.ts';
-import { deriveViews } from '../../src/smtp/parse.ts';
-import { createParsePool } from '../../src/smtp/parse-pool.ts';
+import type { HtmlCheck } from '../../src/domain/html-check.ts';
+import { createLane } from '../../src/derive/pool.ts';
+import { deriveViews } from '../../src/derive/views.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { cpuMs } from '../helpers/time.ts';
 
@@ -97,10 +98,10 @@ describe('html_check bounds', () => {
     const limits = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };
     const without = await deriveViews(raw, limits, { html: false });
     assert.equal(without.views.htmlCheck?.error, 'html_over_budget');
-    assert.equal(without.htmlSource, undefined);
+    assert.equal(without.inputs.htmlCheck, undefined);
     const withHtml = await deriveViews(raw, limits, { html: true });
-    assert.equal(withHtml.htmlSource?.length, HTML_CHECK_MAX_CHARS + 1, 'one character past the cap: the check knows it was cut');
-    assert.match(withHtml.htmlSource ?? '', /<style>/, 'the HTML as sent, not the sanitized one');
+    assert.equal(withHtml.inputs.htmlCheck?.length, HTML_CHECK_MAX_CHARS + 1, 'one character past the cap: the check knows it was cut');
+    assert.match(withHtml.inputs.htmlCheck ?? '', /<style>/, 'the HTML as sent, not the sanitized one');
   });
 
   test('HTML past the cap is checked up to the cap and says so; the time stays small', () => {
@@ -114,12 +115,12 @@ describe('html_check bounds', () => {
   });
 
   test('a check past its budget ends its worker; the caller gets BudgetExceededError, not a hang', async () => {
-    const pool = createParsePool({ workers: 1 });
+    const pool = createLane({ workers: 1 });
     try {
       pool.warm();
       const html = new TextEncoder().encode(`<html><body>${'<p style="display:flex;color:red">x</p>'.repeat(3000)}</body></html>`);
-      await assert.rejects(pool.run('htmlcheck', html, { maxAttachmentBytes: 1, maxAttachments: 1 }, { budgetMs: 1 }), { name: 'Error', message: /budget/ });
-      const ok = await pool.run('htmlcheck', new TextEncoder().encode('<p style="display:flex">x</p>'), { maxAttachmentBytes: 1, maxAttachments: 1 }, { budgetMs: 10_000 });
+      await assert.rejects(pool.run('view', html, { maxAttachmentBytes: 1, maxAttachments: 1 }, { budgetMs: 1, options: { view: 'htmlCheck' } }), { name: 'Error', message: /budget/ });
+      const ok = await pool.run<'view', HtmlCheck>('view', new TextEncoder().encode('<p style="display:flex">x</p>'), { maxAttachmentBytes: 1, maxAttachments: 1 }, { budgetMs: 10_000, options: { view: 'htmlCheck' } });
       assert.equal(ok.error, null, 'the next check runs on a fresh worker');
     } finally {
       await pool.close();

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { checkSpam, parseReply } from '../../src/services/spamd.ts';
+import { checkSpam, parseReply } from '../../src/derive/spamd.ts';
 import { captureLog } from '../helpers/log.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { FAKE_REPORT as REPORT, fakeSpamd, freePort, spamdMissing, startSpamd, type Spamd } from '../helpers/spamd.ts';

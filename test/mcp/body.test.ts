@@ -4,8 +4,8 @@
 // then real-world-shaped messages sent over SMTP and read through the endpoint.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { BODY_MAX_CHARS, chooseBody, isStubTextPart, renderBody } from '../../src/mcp/body.ts';
-import { END_MARKER, imitatesMarker, neutraliseMarkers, NEUTRALISED_LINE, NEUTRALISED_WORDS, stripInvisible, untrustedLine } from '../../src/mcp/untrusted.ts';
+import { BODY_MAX_CHARS, chooseBody, isStubTextPart, renderBody } from '../../src/domain/agent-body.ts';
+import { END_MARKER, imitatesMarker, neutraliseMarkers, NEUTRALISED_LINE, NEUTRALISED_WORDS, stripInvisible, untrustedLine } from '../../src/domain/untrusted.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { message, sendRaw } from '../helpers/smtp.ts';
 import { callRaw } from './helpers.ts';

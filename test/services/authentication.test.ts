@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { authHints, authLine } from '../../src/domain/authentication.ts';
-import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES } from '../../src/smtp/authenticate.ts';
+import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES } from '../../src/derive/authenticate.ts';
 import { deadPort, startDns, type TestDns } from '../helpers/dns.ts';
 
 describe('the caching resolver', () => {

@@ -8,8 +8,10 @@ import { after, test } from 'node:test';
 import pino from 'pino';
 import { createViewService } from '../../src/services/views.ts';
 import { watchEventLoop } from '../helpers/loop.ts';
-import type { ParsePool } from '../../src/smtp/parse-pool.ts';
-import { minimalViews, summarize, VIEWS_VERSION } from '../../src/smtp/parse.ts';
+import type { Lane } from '../../src/derive/pool.ts';
+import { VIEWS_VERSION } from '../../src/derive/registry.ts';
+import { summarize } from '../../src/derive/summary.ts';
+import { minimalViews } from '../../src/derive/views.ts';
 import { until } from '../helpers/time.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail } from '../conformance/harness.ts';
@@ -110,7 +112,7 @@ test('who derives first: readers before list rows and background work, callers i
   const running = new Map<string, () => void>();
   const order: string[] = [];
   let most = 0;
-  const pool: ParsePool = {
+  const pool: Lane = {
     run: ((_op: string, raw: Uint8Array) => new Promise((resolve) => {
       const name = /Subject: (\w+)/.exec(Buffer.from(raw).toString())![1];
       order.push(name);
@@ -119,7 +121,7 @@ test('who derives first: readers before list rows and background work, callers i
         resolve(minimalViews(raw) as never);
       });
       most = Math.max(most, running.size);
-    })) as ParsePool['run'],
+    })) as Lane['run'],
     warm: () => undefined,
     close: async () => undefined,
     size: 0,

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SEARCH_TEXT_MAX_CHARS, searchForm, searchNeedle } from '../../src/domain/search.ts';
-import { decodeQuotedPrintable, fastSummary, summarize } from '../../src/smtp/parse.ts';
+import { decodeQuotedPrintable, fastSummary, summarize } from '../../src/derive/summary.ts';
 
 const LIMITS = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };
 const enc = (s: string) => new Uint8Array(Buffer.from(s, 'latin1'));

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import PostalMime, { decodeWords } from 'postal-mime';
-import { fastSummary, searchTextOf, summarize } from '../../src/smtp/parse.ts';
+import { fastSummary, searchTextOf, summarize } from '../../src/derive/summary.ts';
 import { toWire } from '../helpers/smtp.ts';
 import { CORPUS, corpusMissing } from '../helpers/corpus.ts';
 

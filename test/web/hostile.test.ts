@@ -11,7 +11,7 @@ import { startService, type TestService } from '../helpers/service.ts';
 import { until } from '../helpers/time.ts';
 import { launchChromium, screenshots, sleep, startRecorder, type Recorder } from './browser.ts';
 import type { MessageViews } from '../../src/domain/message.ts';
-import { VIEWS_VERSION } from '../../src/smtp/parse.ts';
+import { VIEWS_VERSION } from '../../src/derive/registry.ts';
 
 let svc: TestService;
 let browser: Browser;
@@ -208,7 +208,7 @@ test('the same email stored raw, past the sanitizer: the frame alone keeps it in
   // views written directly, as if the derivation had let the markup through
   const views: MessageViews = {
     version: VIEWS_VERSION, to: address, cc: '', messageId: null, headers: [{ name: 'Subject', value: 'Unsanitized body' }],
-    textBody: null, htmlBody: hostileHtml(rec.url), attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, codes: [], links: [], outcome: 'ok',
+    textBody: null, htmlBody: hostileHtml(rec.url), attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, codes: [], links: [], htmlCheck: null, spam: null, outcome: 'ok',
   };
   await store.putViews((await store.getEmail(stored.id, now))!.messageKey, JSON.stringify(views), []);
   const w = await open();

@@ -5,12 +5,12 @@
 // line on stderr when the wait runs out or the service refuses; 2 on a usage error.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { createEphemail, EphemailError, EphemailTimeoutError, idAt } from './index.js';
+import { createEphemail, EphemailError, EphemailTimeoutError, idAt, LINK_KINDS } from './index.js';
 
 export const DEFAULT_URL = 'http://localhost:8025';
 
 /** The link kinds `--link` accepts: the `kind` enum of the OpenAPI schema `Link` (checked by test/client/cli.test.ts). */
-export const LINK_KINDS = ['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other'];
+export { LINK_KINDS };
 
 /**
  * Every response field this command (and the client calls it makes) reads, as

@@ -13,6 +13,10 @@ export type LinkKind = Link['kind'];
 export type Fault = components['schemas']['Fault'];
 export type FaultInput = NonNullable<paths['/api/v1/inboxes/{address}/faults']['post']['requestBody']>['content']['application/json'];
 
+/** The `kind` enum of the schema `Link`. */
+export declare const LINK_KINDS: readonly LinkKind[];
+/** The kinds of a main action link (waitForLink's default). */
+export declare const ACTION_LINK_KINDS: readonly LinkKind[];
 export declare class EphemailError extends Error {
   /** The spec's error type (not_found, rate_limited, key_required, …), or timeout / no_code / no_link / unexpected_email. */
   readonly type: string;

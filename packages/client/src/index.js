@@ -5,6 +5,14 @@
 import createClient from 'openapi-fetch';
 
 /** An error answered by the service: `type` is the spec's error type (not_found, rate_limited, …). */
+/**
+ * The link kinds of the contract (the `kind` enum of the OpenAPI schema `Link`), and those of a main
+ * action link (the server's ACTION_KINDS, src/domain/extract/links.ts): re-declared here, as this
+ * package ships without the server; test/client/cli.test.ts checks both against the server's.
+ */
+export const LINK_KINDS = ['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other'];
+export const ACTION_LINK_KINDS = ['verify', 'reset_password', 'login'];
+
 export class EphemailError extends Error {
   constructor(type, message, status, retryAfter) {
     super(message);
@@ -124,7 +132,7 @@ export function createEphemail(options = {}) {
       /** The first link of `kind` (verify, reset_password, login, …; default: any action) of the next matching email. */
       async waitForLink({ kind, ...filters } = {}) {
         const email = await this.waitForEmail(filters);
-        const kinds = kind ? [kind] : ['verify', 'reset_password', 'login'];
+        const kinds = kind ? [kind] : ACTION_LINK_KINDS;
         const link = email.links.find((l) => kinds.includes(l.kind));
         if (!link) throw new EphemailError('no_link', `email ${email.id} ("${email.subject}") has no ${kinds.join('/')} link`, 0, null);
         return link;

@@ -2,9 +2,18 @@
 // part when there is no HTML), and List-Unsubscribe, each with what it is for and, for click-tracking
 // redirects that carry their target in their own URL, where it really goes. Nothing is ever
 // fetched. Tracking pixels are images, not links. Pure; the parser is htmlparser2 (linear).
-import { Parser } from 'htmlparser2';
+import { createRequire } from 'node:module';
 
-export type LinkKind = 'verify' | 'reset_password' | 'login' | 'unsubscribe' | 'view_online' | 'other';
+// htmlparser2 is loaded on the first extraction (in a derivation worker): the main thread imports
+// this module for its kinds and types only (start-up time and idle memory, bench/README.md).
+const requireOnUse = createRequire(import.meta.url);
+const htmlParser = () => (requireOnUse('htmlparser2') as typeof import('htmlparser2')).Parser;
+
+/** What a link is for: the wire enum of `links[].kind` (HTTP and MCP schemas read it from here). */
+export const LINK_KINDS = ['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other'] as const;
+export type LinkKind = (typeof LINK_KINDS)[number];
+/** The kinds of a main action link: what the reader most likely came for. */
+export const ACTION_KINDS: readonly LinkKind[] = ['verify', 'reset_password', 'login'];
 
 export interface EmailLink {
   /** The href as written (entities decoded). */
@@ -15,6 +24,9 @@ export interface EmailLink {
   /** The real target when a click-tracking redirect carries it in its own URL, else null. */
   destination: string | null;
 }
+
+/** The main action link of an email (its first link of an action kind; links come best first), or null. */
+export const mainActionLink = <L extends { kind: LinkKind }>(links: readonly L[]): L | null => links.find((l) => ACTION_KINDS.includes(l.kind)) ?? null;
 
 export interface LinkInput {
   /** The HTML part (sanitized is fine: hrefs are kept). */
@@ -101,6 +113,7 @@ function anchorsOf(html: string): Raw[] {
   const out: Raw[] = [];
   let current: { href: string; text: string } | null = null;
   let depth = 0;
+  const Parser = htmlParser();
   const parser = new Parser({
     onopentag(name, attribs) {
       if (name === 'a') {

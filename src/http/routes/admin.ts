@@ -6,6 +6,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
+import { iso } from '../../domain/clock.ts';
 import { AppError } from '../../domain/errors.ts';
 import type { Core } from '../../services/core.ts';
 import type { DomainEntry } from '../../services/domains.ts';
@@ -14,7 +15,7 @@ import type { KeyRecord } from '../../store/keys.ts';
 import { toAppError } from '../plugins/errors.ts';
 import { data, errors } from './shared.ts';
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms));
 const NullableTime = (description: string) => Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description });
 
 export const AdminDomainSchema = Type.Object(
@@ -50,8 +51,8 @@ const KeysQuery = Type.Object({
 /** The admin token as a bearer (http/openapi.ts declares it when the admin API is on). */
 export const ADMIN_SECURITY: { [label: string]: string[] }[] = [{ adminToken: [] }];
 
-const toWireDomain = (d: DomainEntry) => ({ domain: d.domain, source: d.source, state: d.state, added_at: iso(d.addedAt), retired_at: iso(d.retiredAt) });
-const toWireAdminKey = (k: KeyRecord) => ({ key_prefix: k.prefix, label: k.label, created_at: iso(k.createdAt)!, last_used_at: iso(k.lastUsedAt), revoked_at: iso(k.revokedAt) });
+const toWireDomain = (d: DomainEntry) => ({ domain: d.domain, source: d.source, state: d.state, added_at: isoOrNull(d.addedAt), retired_at: isoOrNull(d.retiredAt) });
+const toWireAdminKey = (k: KeyRecord) => ({ key_prefix: k.prefix, label: k.label, created_at: iso(k.createdAt), last_used_at: isoOrNull(k.lastUsedAt), revoked_at: isoOrNull(k.revokedAt) });
 
 const KEY_PREFIX_RE = /^eph_[0-9A-Za-z]{8}$/;
 

@@ -4,6 +4,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import type { Caller } from '../plugins/caller.ts';
 import { AppError } from '../../domain/errors.ts';
+import { isUuid } from '../../domain/ids.ts';
+import { FILTER_MAX_CHARS } from '../../domain/search.ts';
 import type { Core } from '../../services/core.ts';
 import * as emails from '../../services/emails.ts';
 import { createInbox } from '../../services/inboxes.ts';
@@ -19,16 +21,16 @@ const ListQuery = Type.Object({
   since: Type.Optional(Type.String({ description: 'An email id: only newer emails, oldest first' })),
   before: Type.Optional(Type.String({ description: 'An email id: only older emails, newest first (pages backwards)' })),
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold when the result would be empty. Needs an API key.' }),
-  from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive). With wait, the request returns only when a matching email arrives. Additive.' })),
-  subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive). Additive.' })),
-  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text (the plain part, or the HTML part as text; its first 32,768 characters) contains this, case-insensitive, any run of white space matching any other. Reads the search texts of at most the 200 nearest emails per request. Additive.' })),
+  from: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose decoded From contains this text (case-insensitive). With wait, the request returns only when a matching email arrives. Additive.' })),
+  subject: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose decoded Subject contains this text (case-insensitive). Additive.' })),
+  text: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose body text (the plain part, or the HTML part as text; its first 32,768 characters) contains this, case-insensitive, any run of white space matching any other. Reads the search texts of at most the 200 nearest emails per request. Additive.' })),
 });
 const LatestQuery = Type.Object({
   since: Type.Optional(Type.String({ description: 'An email id: only newer emails. Any UUIDv7 works, so one made from the current time means "only mail from now on".' })),
   wait: Type.Integer({ minimum: 0, maximum: 30, default: 0, description: 'Seconds to hold until a matching email arrives. Needs an API key.' }),
-  from: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded From contains this text (case-insensitive)' })),
-  subject: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose decoded Subject contains this text (case-insensitive)' })),
-  text: Type.Optional(Type.String({ maxLength: 200, description: 'Only emails whose body text contains this (case-insensitive, white space as one space); reads the search texts of at most the 200 nearest emails per request' })),
+  from: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose decoded From contains this text (case-insensitive)' })),
+  subject: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose decoded Subject contains this text (case-insensitive)' })),
+  text: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose body text contains this (case-insensitive, white space as one space); reads the search texts of at most the 200 nearest emails per request' })),
 });
 const InboxBody = Type.Optional(
   Type.Object(

@@ -3,13 +3,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
+import { iso } from '../../domain/clock.ts';
 import { AppError } from '../../domain/errors.ts';
 import { WEBHOOK_URL_MAX } from '../../domain/webhook-url.ts';
 import type { Core } from '../../services/core.ts';
 import type { DeliveryAttempt, WebhookRecord } from '../../store/webhooks.ts';
 import { NoContent, errors } from './shared.ts';
 
-const iso = (ms: number) => new Date(ms).toISOString();
 
 export const WebhookSchema = Type.Object(
   {

@@ -2,10 +2,13 @@
 // responses and generate /api/v1/openapi.json. One mapper per resource turns a service value into
 // its snake_case wire form.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { iso } from '../../domain/clock.ts';
+import { LINK_KINDS } from '../../domain/extract/links.ts';
 import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
 import type { HtmlCheck } from '../../domain/html-check.ts';
 import type { SpamVerdict } from '../../domain/spam.ts';
 import type { AttachmentMeta, EmailFull } from '../../domain/message.ts';
+import type { AUTHENTICATION_VIEW, StoredViewName } from '../../derive/registry.ts';
 import type { EmailSummary } from '../../domain/summary.ts';
 import type { KeyRecord } from '../../store/keys.ts';
 import type { Core } from '../../services/core.ts';
@@ -72,7 +75,7 @@ export const LinkSchema = Type.Object(
   {
     url: Type.String({ description: 'The href as written (entities decoded)' }),
     text: Type.String({ description: 'The link text (or image alt text), on one line' }),
-    kind: Type.Union(['verify', 'reset_password', 'login', 'unsubscribe', 'view_online', 'other'].map((k) => Type.Literal(k)), { description: 'What the link is for' }),
+    kind: Type.Union(LINK_KINDS.map((k) => Type.Literal(k)), { description: 'What the link is for' }),
     destination: Nullable(Type.String(), 'The real target when a click-tracking redirect carries it in its own URL (AWS SES awstrack.me, ?url=, ?redirect=, ?u=); null otherwise'),
   },
   { $id: 'Link', title: 'Link' },
@@ -147,24 +150,42 @@ export const AuthenticationSchema = Type.Object(
   { $id: 'Authentication', title: 'Authentication', description: 'SPF, DKIM, DMARC and ARC verdicts, computed once shortly after arrival (docs/authentication.md)' },
 );
 
+/** One field of the full email past the summary: its wire name, schema and value. */
+interface WireField {
+  field: string;
+  schema: TSchema;
+  value(e: EmailFull, core: Core): unknown;
+}
+type ViewName = StoredViewName | typeof AUTHENTICATION_VIEW.name;
+const view = <K extends ViewName>(name: K, field: string, schema: TSchema, map?: (v: EmailFull[K], e: EmailFull, core: Core) => unknown): WireField =>
+  ({ field, schema, value: map ? (e, core) => map(e[name], e, core) : (e) => e[name] });
+
+/**
+ * The full email's fields past the summary, in wire order: one row per view of the registry
+ * (derive/registry.ts; `null`: not on this face), and `raw_url`. Typed exhaustive over the
+ * registry, so a new view does not compile until its wire form is decided here.
+ */
+const EMAIL_WIRE: { [K in ViewName | 'rawUrl']: WireField | null } = {
+  to: view('to', 'to', Type.String({ description: 'To header, decoded ("" when absent)' })),
+  cc: view('cc', 'cc', Type.String({ description: 'Cc header, decoded ("" when absent)' })),
+  messageId: view('messageId', 'message_id', Nullable(Type.String(), 'Message-ID header')),
+  headers: view('headers', 'headers', Type.Array(Type.Ref(HeaderSchema), { description: 'Every header in the order received' })),
+  textBody: view('textBody', 'text_body', Nullable(Type.String(), 'Null when the message had no plain-text part')),
+  htmlBody: view('htmlBody', 'html_body', Nullable(Type.String(), 'Null when the message had no HTML part. Sanitized with an allow-list: no script, iframe, object, embed, form, svg, on* attributes or javascript: URLs.')),
+  attachments: view('attachments', 'attachments', Type.Array(Type.Ref(AttachmentSchema)), (list, e, core) => list.map((a) => toWireAttachment(core, e.id, a))),
+  attachmentsDropped: view('attachmentsDropped', 'attachments_dropped', Type.Integer({ minimum: 0, description: 'Attachments not kept: over 5 MB decoded, or past the 100th. Additive.' })),
+  rawUrl: { field: 'raw_url', schema: Type.String({ description: 'Address of the message as received (`GET /api/v1/emails/{id}/raw`, an .eml download). Additive.' }), value: (e, core) => rawUrl(core, e.id) },
+  agentBody: null, // read_email's body (MCP)
+  codes: view('codes', 'codes', Type.Array(Type.Ref(CodeSchema), { description: 'Verification codes found in the subject, text and HTML, best first; [] when none (docs/extraction.md). Additive.' })),
+  links: view('links', 'links', Type.Array(Type.Ref(LinkSchema), { description: 'Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive.' })),
+  spam: view('spam', 'spam', Nullable(Type.Ref(SpamSchema), 'Spam score from SpamAssassin\'s spamd; null when EPHEMAIL_SPAMD is not set (or was not when the email was first read). Additive.'), (s) => s && toWireSpam(s)),
+  htmlCheck: view('htmlCheck', 'html_check', Nullable(Type.Ref(HtmlCheckSchema), 'HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive.'), (c) => c && toWireHtmlCheck(c)),
+  authentication: view('authentication', 'authentication', Nullable(Type.Ref(AuthenticationSchema), 'SPF, DKIM, DMARC and ARC verdicts; null until computed (within seconds of arrival when DNS answers) and for mail not received over SMTP. Additive.')),
+};
+const EMAIL_FIELDS = Object.values(EMAIL_WIRE).filter((f) => f !== null);
+
 export const EmailFullSchema = Type.Object(
-  {
-    ...summaryFields,
-    to: Type.String({ description: 'To header, decoded ("" when absent)' }),
-    cc: Type.String({ description: 'Cc header, decoded ("" when absent)' }),
-    message_id: Nullable(Type.String(), 'Message-ID header'),
-    headers: Type.Array(Type.Ref(HeaderSchema), { description: 'Every header in the order received' }),
-    text_body: Nullable(Type.String(), 'Null when the message had no plain-text part'),
-    html_body: Nullable(Type.String(), 'Null when the message had no HTML part. Sanitized with an allow-list: no script, iframe, object, embed, form, svg, on* attributes or javascript: URLs.'),
-    attachments: Type.Array(Type.Ref(AttachmentSchema)),
-    attachments_dropped: Type.Integer({ minimum: 0, description: 'Attachments not kept: over 5 MB decoded, or past the 100th. Additive.' }),
-    raw_url: Type.String({ description: 'Address of the message as received (`GET /api/v1/emails/{id}/raw`, an .eml download). Additive.' }),
-    codes: Type.Array(Type.Ref(CodeSchema), { description: 'Verification codes found in the subject, text and HTML, best first; [] when none (docs/extraction.md). Additive.' }),
-    links: Type.Array(Type.Ref(LinkSchema), { description: 'Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive.' }),
-    spam: Nullable(Type.Ref(SpamSchema), 'Spam score from SpamAssassin\'s spamd; null when EPHEMAIL_SPAMD is not set (or was not when the email was first read). Additive.'),
-    html_check: Nullable(Type.Ref(HtmlCheckSchema), 'HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive.'),
-    authentication: Nullable(Type.Ref(AuthenticationSchema), 'SPF, DKIM, DMARC and ARC verdicts; null until computed (within seconds of arrival when DNS answers) and for mail not received over SMTP. Additive.'),
-  },
+  { ...summaryFields, ...Object.fromEntries(EMAIL_FIELDS.map((f) => [f.field, f.schema])) },
   { $id: 'Email', title: 'Email' },
 );
 
@@ -234,8 +255,7 @@ const THREE = Array.from({ length: 1000 }, (_, i) => (i < 10 ? '00' : i < 100 ? 
 /** Past the last millisecond of 9999: toISOString switches to the expanded ±YYYYYY form there. */
 const LAST_FOUR_DIGIT_YEAR_MS = 253_402_300_800_000;
 
-/** ISO 8601 UTC, as the spec writes every timestamp. */
-export const iso = (ms: number): string => new Date(ms).toISOString();
+export { iso };
 
 /**
  * A formatter with the output of `iso`, without a Date per call: it keeps the date part
@@ -248,13 +268,13 @@ export function createIsoFormatter(): (ms: number) => string {
   let dayB = NaN;
   let prefixB = '';
   return (ms) => {
-    if (!(ms >= 0 && ms < LAST_FOUR_DIGIT_YEAR_MS) || ms % 1 !== 0) return new Date(ms).toISOString();
+    if (!(ms >= 0 && ms < LAST_FOUR_DIGIT_YEAR_MS) || ms % 1 !== 0) return iso(ms);
     const day = Math.floor(ms / DAY_MS);
     let prefix: string;
     if (day === dayA) prefix = prefixA;
     else if (day === dayB) prefix = prefixB;
     else {
-      prefix = new Date(day * DAY_MS).toISOString().slice(0, 11);
+      prefix = iso(day * DAY_MS).slice(0, 11);
       dayB = dayA;
       prefixB = prefixA;
       dayA = day;
@@ -315,22 +335,12 @@ export const toWireAttachment = (core: Core, emailId: string, a: AttachmentMeta)
   content_id: a.contentId,
 });
 
-export const toWireEmail = (core: Core, e: EmailFull) => Object.assign(toWireSummary(e), {
-  to: e.to,
-  cc: e.cc,
-  message_id: e.messageId,
-  headers: e.headers,
-  text_body: e.textBody,
-  html_body: e.htmlBody,
-  attachments: e.attachments.map((a) => toWireAttachment(core, e.id, a)),
-  attachments_dropped: e.attachmentsDropped,
-  raw_url: rawUrl(core, e.id),
-  codes: e.codes,
-  links: e.links,
-  spam: e.spam && toWireSpam(e.spam),
-  html_check: e.htmlCheck && toWireHtmlCheck(e.htmlCheck),
-  authentication: e.authentication,
-});
+/** The full email on the wire: the summary, then one field per row of EMAIL_WIRE. */
+export const toWireEmail = (core: Core, e: EmailFull): WireSummary & Record<string, unknown> => {
+  const out: WireSummary & Record<string, unknown> = toWireSummary(e);
+  for (const f of EMAIL_FIELDS) out[f.field] = f.value(e, core);
+  return out;
+};
 
 export const toWireSpam = (s: SpamVerdict) =>
   'error' in s ? { error: s.error } : { score: s.score, threshold: s.threshold, is_spam: s.isSpam, rules: s.rules, truncated: s.truncated };

@@ -1,9 +1,11 @@
 // check_inbox (spec: POST /mcp, check_inbox): the email list with an optional hold, on the same
 // service and the same wait path as GET /api/v1/inboxes/{address}/emails?wait=.
 import { z } from 'zod';
+import { iso } from '../../domain/clock.ts';
+import { FILTER_MAX_CHARS } from '../../domain/search.ts';
 import { withWaitSlot } from '../../services/wait.ts';
 import { listEmails, resolveInbox, webUrl } from '../../services/emails.ts';
-import { untrustedLine } from '../untrusted.ts';
+import { untrustedLine } from '../../domain/untrusted.ts';
 import { defineTool } from './tool.ts';
 
 /** Spec: at most 20 emails per result; wait_seconds 0 to 20. */
@@ -15,7 +17,6 @@ export const MCP_CONCURRENT_WAITS = 5;
 export const FROM_MAX = 320;
 export const SUBJECT_MAX = 500;
 
-const iso = (ms: number) => new Date(ms).toISOString();
 
 export const checkInboxTool = defineTool({
   name: 'check_inbox',
@@ -29,8 +30,8 @@ export const checkInboxTool = defineTool({
     address: z.string().min(1).max(320).describe('Full inbox address, e.g. from create_inbox; case-insensitive'),
     wait_seconds: z.number().int().min(0).max(MAX_WAIT_SECONDS).optional().describe('0 to 20: if nothing matches yet, hold until mail arrives or this many seconds pass'),
     since_id: z.string().max(100).optional().describe('An email id (e.g. a previous newest_id): only mail newer than it, oldest first. "" is the same as omitting it'),
-    from: z.string().max(200).optional().describe('Only emails whose From contains this text (case-insensitive), e.g. "github". With wait_seconds, holds until a matching email arrives'),
-    subject: z.string().max(200).optional().describe('Only emails whose Subject contains this text (case-insensitive), e.g. "verification"'),
+    from: z.string().max(FILTER_MAX_CHARS).optional().describe('Only emails whose From contains this text (case-insensitive), e.g. "github". With wait_seconds, holds until a matching email arrives'),
+    subject: z.string().max(FILTER_MAX_CHARS).optional().describe('Only emails whose Subject contains this text (case-insensitive), e.g. "verification"'),
   }),
   output: z.object({
     address: z.string(),

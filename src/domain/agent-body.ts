@@ -1,6 +1,6 @@
 // read_email's `body` (spec: read_email body rules 1-3): which part is used, how HTML becomes text,
 // the 10,000-character cut. Pure functions of the stored email.
-import { htmlToText } from '../domain/html.ts';
+import { htmlToText } from './html.ts';
 import { cut, neutraliseMarkers, normaliseNewlines, stripInvisible } from './untrusted.ts';
 
 /** Spec: the body is cut at 10,000 characters. */

@@ -1,0 +1,271 @@
+// Derivations off the main thread (ARCHITECTURE.md rule 13): ONE pool of worker_threads, created in
+// assemble.ts, in lanes that never share a worker: `summary` (the summaries the SMTP 250 waits for),
+// `derive` (views on first read, the HTML check, search texts of older mail) and `verdicts` (the
+// authentication checks, which mostly wait on DNS). A slow derivation holds only its own lane's
+// workers, so no 250 is ever delayed by one. Within a lane: a worker that dies fails only the tasks
+// it held (an ingest gets a temporary 451, so the sender retries: nothing acknowledged is lost); a
+// task with a budget that runs past it ends its worker (the caller falls back); a lane whose workers
+// cannot start at all works on the main thread instead.
+//
+// Workers run worker.ts: beside this file when run from source (through tsx, which a worker does not
+// inherit from a loader registered at run time, so it is passed in execArgv), or the bundle's own
+// worker entry, whose file name scripts/build.mjs defines as EPHEMAIL_WORKER_ENTRY.
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import type { ParseLimits } from './mime.ts';
+import { runOp, type Op, type OpOptions } from './ops.ts';
+import type { MessageSummary } from './summary.ts';
+import type { DerivedMessage } from './views.ts';
+import type { Reply, Task } from './worker.ts';
+
+/** What each task gives: `view` gives the view's value (the HTML check's, or the verdicts). */
+type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : O extends 'view' ? unknown : DerivedMessage;
+
+declare const EPHEMAIL_WORKER_ENTRY: string | undefined;
+
+/** The worker's entry file, and how to load it. */
+function workerEntry(): { url: URL; execArgv?: string[] } {
+  if (typeof EPHEMAIL_WORKER_ENTRY === 'string') return { url: new URL(EPHEMAIL_WORKER_ENTRY, import.meta.url) };
+  const url = new URL('./worker.ts', import.meta.url);
+  if (process.execArgv.some((a) => a.includes('tsx'))) return { url }; // inherited
+  return { url, execArgv: [...process.execArgv, '--import', import.meta.resolve('tsx/esm')] };
+}
+
+/** A task that ran past its budget; its worker was ended. */
+export class BudgetExceededError extends Error {}
+
+/** One lane of the pool: workers of its own, so no task of another lane ever waits behind its tasks. */
+export interface Lane {
+  /**
+   * Runs one task on a raw message. `raw` is transferred to the worker unless `keepRaw` (then
+   * it is copied). With `budgetMs`, the task runs alone on a worker and rejects with
+   * BudgetExceededError when it takes longer (the worker is replaced). With `offThread`, it waits for
+   * a worker instead of running on this thread until one is up (and shares it with other tasks).
+   */
+  run<O extends Op, T = OpResult<O>>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: OpOptions; budgetMs?: number; keepRaw?: boolean; offThread?: boolean }): Promise<T>;
+  /**
+   * Starts workers now instead of on the first task, up to `count` (default 1) and the pool's most
+   * (idempotent): a task that needs one then finds it ready instead of waiting for it to start.
+   */
+  warm(count?: number): void;
+  /** Stops the workers; later parses run on the main thread. */
+  close(): Promise<void>;
+  /** Workers running now (0 before the first parse, or when parsing on the main thread). */
+  readonly size: number;
+}
+
+// Captured at load: a test's fake timers must not stall parsing.
+const nextTurn = globalThis.setImmediate;
+
+/** A parse taking longer than this means the worker is stuck (a 30 MiB message parses in seconds). */
+const STUCK_MS = 60_000;
+
+export interface LaneOptions {
+  /**
+   * Most workers; default: one per core, at most 4. One starts with the first message; another
+   * whenever every running one already holds two messages (HTML-heavy mail keeps a core busy each).
+   */
+  workers?: number;
+  /** Warnings (a worker died, the pool fell back to the main thread). */
+  warn?: (msg: string, err?: unknown) => void;
+  /** What a worker loads before it is ready: the parser (default), or the authentication checks. */
+  preload?: 'parse' | 'authenticate';
+  /** The lane's name, in warnings. */
+  name?: string;
+  /**
+   * Workers run at a lower CPU priority (nice 10, a thread's own on Linux) once loaded, for work on no
+   * client's path: under load the rest of the process comes first (docs/decisions.md).
+   */
+  background?: boolean;
+}
+
+export function createLane(options: LaneOptions = {}): Lane {
+  const max = Math.max(1, options.workers ?? Math.min(4, availableParallelism()));
+  const warn = options.warn ?? (() => undefined);
+  const label = options.name ?? 'derivation';
+  const entry = workerEntry();
+  interface Slot {
+    worker: Worker;
+    ready: boolean;
+    inflight: Map<number, { resolve: (p: unknown) => void; reject: (e: Error) => void; since: number; budgetMs?: number }>;
+    outbox: Task[];
+    transfer: ArrayBuffer[];
+    overBudget?: boolean;
+  }
+  let slots: Slot[] = [];
+  let nextId = 1;
+  let closed = false;
+  let broken = false; // workers cannot start here: parse on the main thread
+  let started = false;
+  // A worker stuck on one message (a parser bug, a pathological input) is replaced: its messages get
+  // a temporary error instead of holding their sessions until they time out.
+  // A task with a budget that runs past it ends its worker the same way (its caller falls back).
+  const watchdog = setInterval(() => {
+    const now = Date.now();
+    for (const s of slots) {
+      const oldest = s.inflight.values().next().value;
+      if (!oldest) continue;
+      if (oldest.budgetMs !== undefined && now - oldest.since > oldest.budgetMs) {
+        s.overBudget = true;
+        void s.worker.terminate();
+      } else if (now - oldest.since > STUCK_MS) void s.worker.terminate();
+    }
+  }, 50);
+  watchdog.unref();
+  /** Tasks with a budget wait here for a worker with nothing else to do. */
+  let waiting: (() => void)[] = [];
+
+  const wakeWaiting = () => {
+    if (waiting.length === 0) return;
+    const next = waiting;
+    waiting = [];
+    for (const w of next) w();
+  };
+
+  const spawnSlot = (): Slot => {
+    const worker = new Worker(entry.url, { execArgv: entry.execArgv, workerData: { preload: options.preload ?? 'parse', background: options.background === true } });
+    worker.unref(); // never keeps the process alive; close() ends it
+    const slot: Slot = { worker, ready: false, inflight: new Map(), outbox: [], transfer: [] };
+    worker.on('message', (m: Reply) => {
+      if ('ready' in m) {
+        slot.ready = true;
+        wakeWaiting();
+        return;
+      }
+      if ('fatal' in m) {
+        worker.emit('error', new Error(m.fatal));
+        return;
+      }
+      for (const r of m.results) {
+        const job = slot.inflight.get(r.id);
+        if (!job) continue;
+        slot.inflight.delete(r.id);
+        if ('value' in r) job.resolve(r.value);
+        else job.reject(new Error(`${label} worker: ${r.error}`));
+      }
+      wakeWaiting();
+    });
+    const fail = (err: Error) => {
+      if (!slots.includes(slot)) return;
+      slots = slots.filter((s) => s !== slot);
+      void worker.terminate();
+      if (!slot.ready && !closed) {
+        // could not even start (it never held a message): parse on this thread from now on
+        broken = true;
+        warn(`${label} workers cannot start; working on the main thread`, err);
+        wakeWaiting();
+        return;
+      }
+      for (const job of slot.inflight.values()) job.reject(slot.overBudget ? new BudgetExceededError('over its time budget', { cause: err }) : err);
+      if (!closed) {
+        if (!slot.overBudget) warn(`a ${label} worker died; its tasks got a temporary error, starting another`, err);
+        slots.push(spawnSlot());
+      }
+    };
+    worker.on('error', fail);
+    worker.on('exit', (code) => fail(new Error(`${label} worker exited with code ${code}`)));
+    return slot;
+  };
+
+  const pool: Lane = {
+    get size() {
+      return slots.length;
+    },
+    warm(count = 1) {
+      if (closed || broken) return;
+      started = true;
+      while (slots.length < Math.min(max, count)) slots.push(spawnSlot());
+    },
+    run(op, raw, limits, opts = {}) {
+      const options = opts.options ?? {};
+      const local = () => runOp(op, raw, limits, options) as Promise<never>;
+      if (closed || broken) return local();
+      if (!started) {
+        // started on first use: an idle service pays neither start-up time nor memory for them
+        started = true;
+        slots.push(spawnSlot());
+      }
+      const budgeted = opts.budgetMs !== undefined;
+      // a budgeted task runs alone on a worker, so its clock measures only its own work
+      const pick = (): Slot | null => {
+        let slot: Slot | null = null;
+        for (const s of slots) {
+          if (!s.ready || (budgeted && s.inflight.size > 0)) continue;
+          if (!slot || s.inflight.size < slot.inflight.size) slot = s;
+        }
+        return slot;
+      };
+      let slot = pick();
+      if (!slot && budgeted && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
+      // `offThread` (verdicts: they wait on DNS): never on this thread while workers can start, but
+      // sharing a worker with others
+      if (!slot && (budgeted || opts.offThread)) {
+        // every worker is busy or still starting: wait for one (its budget starts when it is
+        // dispatched). A budgeted task never runs on this thread while workers can start.
+        return new Promise((resolve, reject) => {
+          waiting.push(() => pool.run(op, raw, limits, opts).then(resolve as never, reject));
+        });
+      }
+      // until a worker is up (loading the parser takes a moment, longer through tsx) this thread works
+      if (!slot) return local();
+      const target = slot;
+      if (!budgeted && target.inflight.size >= 2 && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
+      const id = nextId++;
+      const task: Task = { id, op, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments }, options };
+      return new Promise((resolve, reject) => {
+        target.inflight.set(id, { resolve: resolve as never, reject, since: Date.now(), budgetMs: opts.budgetMs });
+        // a buffer that is a view into a larger (pooled) one is copied, never transferred
+        const own = !opts.keepRaw && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
+        if (own) target.transfer.push(raw.buffer as ArrayBuffer);
+        if (target.outbox.push(task) === 1) {
+          nextTurn(() => {
+            const tasks = target.outbox;
+            const transfer = target.transfer;
+            target.outbox = [];
+            target.transfer = [];
+            if (slots.includes(target)) target.worker.postMessage({ tasks }, transfer);
+          });
+        }
+      });
+    },
+    async close() {
+      closed = true;
+      clearInterval(watchdog);
+      const all = slots;
+      slots = [];
+      const queued = waiting;
+      waiting = [];
+      for (const w of queued) w(); // closed: they run here
+      for (const s of all) for (const job of s.inflight.values()) job.reject(new Error('worker pool closed'));
+      await Promise.all(all.map((s) => s.worker.terminate()));
+    },
+  };
+  return pool;
+}
+
+
+export type LaneName = 'summary' | 'derive' | 'verdicts';
+
+/** The one pool: a lane per kind of work. */
+export interface WorkerPool {
+  readonly summary: Lane;
+  readonly derive: Lane;
+  readonly verdicts: Lane;
+  close(): Promise<void>;
+}
+
+/** Workers per lane: the summaries one per core (at most 4); views 2; verdicts 1 (they wait on DNS, one thread runs many). */
+export const LANE_WORKERS: Readonly<Record<LaneName, number>> = Object.freeze({ summary: Math.min(4, availableParallelism()), derive: 2, verdicts: 1 });
+
+export function createWorkerPool(options: { warn?: LaneOptions['warn']; workers?: Partial<Record<LaneName, number>> } = {}): WorkerPool {
+  const lane = (name: LaneName, preload: LaneOptions['preload'] = 'parse', background = false) =>
+    createLane({ name, preload, background, warn: options.warn, workers: options.workers?.[name] ?? LANE_WORKERS[name] });
+  // verdicts are on no 250's path: their worker runs at a lower priority, so under load ingest comes first
+  const lanes = { summary: lane('summary'), derive: lane('derive'), verdicts: lane('verdicts', 'authenticate', true) };
+  return {
+    ...lanes,
+    close: async () => {
+      await Promise.all(Object.values(lanes).map((l) => l.close()));
+    },
+  };
+}
