@@ -1,7 +1,7 @@
 // The house's layering (ARCHITECTURE.md, docs/architecture.md), read from the imports of src/**/*.ts
 // (static, type-only, re-exports and dynamic import() alike):
 // - domain/ imports nothing of the project outside domain/;
-// - services/ nothing from smtp/, http/, mcp/, web/; smtp/ nothing from mcp/, http/, web/;
+// - derive/ nothing from services/, store/ or a transport; services/ nothing from smtp/, http/, mcp/, web/; smtp/ nothing from mcp/, http/, web/;
 //   mcp/ nothing from http/, web/; store/ nothing from services/;
 // - no package is imported by a private path (`pkg/lib/…`, `pkg/dist/…`);
 // and no module-level mutable state: no top-level `let` or `var`, no top-level empty Map, Set,
@@ -17,6 +17,7 @@ const SRC = resolve(import.meta.dirname, '../../src');
 
 /** Folder → the project folders it must not import from. */
 const FORBIDDEN: Record<string, readonly string[]> = {
+  derive: ['services', 'smtp', 'http', 'mcp', 'web', 'store'],
   services: ['smtp', 'http', 'mcp', 'web'],
   smtp: ['mcp', 'http', 'web'],
   mcp: ['http', 'web'],
