@@ -11,6 +11,7 @@ import { temperrorVerdict } from '../domain/authentication.ts';
 import type { Authentication, AuthTask } from '../derive/authenticate.ts';
 import type { ParseLimits } from '../derive/mime.ts';
 import { createLane, type Lane } from '../derive/pool.ts';
+import { verdictsInput } from '../derive/authentication-view.ts';
 import { AUTH_BUDGET, AUTHENTICATION_VIEW } from '../derive/registry.ts';
 import type { MailStore, MessageEnvelope } from '../store/store.ts';
 import { collect } from './views.ts';
@@ -113,7 +114,8 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
     let raw = given?.raw ?? null;
     if (!raw) {
       const src = await store.readRaw(key);
-      raw = src && (await collect(src.chunks, src.sizeBytes));
+      const whole = src && (await collect(src.chunks, src.sizeBytes));
+      raw = whole && verdictsInput(whole);
     }
     if (!raw) return;
     const task: AuthTask = { envelope, dnsServers: options.dnsServers, authservId: options.authservId, budgetMs, queryTimeoutMs };

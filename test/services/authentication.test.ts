@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { authHints, authLine } from '../../src/domain/authentication.ts';
 import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES } from '../../src/derive/authenticate.ts';
+import { verdictsInput } from '../../src/derive/authentication-view.ts';
 import { deadPort, startDns, type TestDns } from '../helpers/dns.ts';
 
 describe('the caching resolver', () => {
@@ -109,4 +110,52 @@ test('EPHEMAIL_DNS_SERVERS: host or host:port, IPv6 in brackets; anything else i
   for (const bad of ['dns.example', '127.0.0.1:0', '127.0.0.1:70000', '[127.0.0.1]:53', '::1:53x', '1.2.3:53', ',']) {
     assert.throws(() => loadConfig({ EPHEMAIL_DNS_SERVERS: bad }), /EPHEMAIL_DNS_SERVERS/, bad);
   }
+});
+
+describe('what the checks read (verdictsInput)', () => {
+  const task = (dnsServer: string) => ({
+    envelope: { clientIp: '192.0.2.7', helo: 'mx.acme.test', mailFrom: 'app@acme.test' },
+    dnsServers: [dnsServer],
+    authservId: 'ephemail.test',
+    budgetMs: 3000,
+    queryTimeoutMs: 1000,
+  });
+  let dns: TestDns;
+  before(async () => {
+    dns = await startDns({ txt: { 'acme.test': ['v=spf1 ip4:192.0.2.0/24 -all'], '_dmarc.acme.test': ['v=DMARC1; p=reject'] } });
+  });
+  after(async () => dns?.close());
+  const unsigned = Buffer.from(`From: App <app@acme.test>\r\nTo: u@ephemail.test\r\nSubject: hi\r\n\r\n${'body line\r\n'.repeat(50_000)}`);
+
+  test('an unsigned message: its header block alone, a copy, and the same verdicts as from the whole message', async () => {
+    const input = verdictsInput(unsigned);
+    assert.equal(Buffer.from(input).toString('latin1'), 'From: App <app@acme.test>\r\nTo: u@ephemail.test\r\nSubject: hi\r\n\r\n');
+    assert.notEqual(input.buffer, unsigned.buffer, 'a copy: the store may hand the message bytes on');
+    const whole = await authenticateMessage(new Uint8Array(unsigned), task(dns.server));
+    const head = await authenticateMessage(input, task(dns.server));
+    assert.equal(whole.spf.result, 'pass');
+    assert.equal(whole.dmarc.result, 'pass');
+    assert.deepEqual(head, whole);
+  });
+
+  test('a DKIM signature or an ARC set (hashes over the body): the whole message', () => {
+    for (const field of ['DKIM-Signature: v=1; d=acme.test; s=s1; bh=x; b=y', 'dkim-signature:v=1', 'ARC-Seal: i=1; cv=none', 'ARC-Message-Signature: i=1']) {
+      const raw = Buffer.from(`${field}\r\nFrom: a@acme.test\r\n\r\nbody\r\n`);
+      assert.equal(verdictsInput(raw), raw, field);
+    }
+    const folded = Buffer.from('From: a@acme.test\r\nX-Note: see\r\n DKIM-Signature: not a field\r\n\r\nbody\r\n');
+    assert.equal(verdictsInput(folded).byteLength, folded.indexOf('body'), 'a folded line is no field');
+  });
+
+  test('no body, LF lines, no header end, a huge header block: sensible input, never a throw', () => {
+    const lf = Buffer.from('From: a@acme.test\n\nbody\n');
+    assert.equal(Buffer.from(verdictsInput(lf)).toString(), 'From: a@acme.test\n\n');
+    const noEnd = Buffer.from('From: a@acme.test\r\n');
+    assert.equal(verdictsInput(noEnd), noEnd);
+    const headOnly = Buffer.from('From: a@acme.test\r\n\r\n');
+    assert.equal(verdictsInput(headOnly), headOnly, 'nothing to cut');
+    const huge = Buffer.from(`Subject: ${'x'.repeat(300 * 1024)}\r\n\r\nbody`);
+    assert.equal(verdictsInput(huge), huge, 'passed whole, unsearched');
+    assert.equal(verdictsInput(new Uint8Array()).byteLength, 0);
+  });
 });
