@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { authHints, authLine } from '../../src/domain/authentication.ts';
-import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES } from '../../src/derive/authenticate.ts';
+import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES, type AuthTask } from '../../src/derive/authenticate.ts';
 import { verdictsInput } from '../../src/derive/authentication-view.ts';
 import { deadPort, startDns, type TestDns } from '../helpers/dns.ts';
 
@@ -48,14 +48,13 @@ describe('the caching resolver', () => {
   });
 });
 
+/** A verdict's task against one DNS server. */
+const taskFor = (envelope: AuthTask['envelope'], budgetMs: number, queryTimeoutMs: number) => (dnsServer: string): AuthTask => ({
+  envelope, dnsServers: [dnsServer], authservId: 'ephemail.test', budgetMs, queryTimeoutMs,
+});
+
 describe('verdicts of hostile input', () => {
-  const task = (dnsServer: string) => ({
-    envelope: { clientIp: '127.0.0.1', helo: 'client.test', mailFrom: '' },
-    dnsServers: [dnsServer],
-    authservId: 'ephemail.test',
-    budgetMs: 1500,
-    queryTimeoutMs: 500,
-  });
+  const task = taskFor({ clientIp: '127.0.0.1', helo: 'client.test', mailFrom: '' }, 1500, 500);
   let dns: TestDns;
   before(async () => {
     dns = await startDns({ txt: {} });
@@ -113,13 +112,7 @@ test('EPHEMAIL_DNS_SERVERS: host or host:port, IPv6 in brackets; anything else i
 });
 
 describe('what the checks read (verdictsInput)', () => {
-  const task = (dnsServer: string) => ({
-    envelope: { clientIp: '192.0.2.7', helo: 'mx.acme.test', mailFrom: 'app@acme.test' },
-    dnsServers: [dnsServer],
-    authservId: 'ephemail.test',
-    budgetMs: 3000,
-    queryTimeoutMs: 1000,
-  });
+  const task = taskFor({ clientIp: '192.0.2.7', helo: 'mx.acme.test', mailFrom: 'app@acme.test' }, 3000, 1000);
   let dns: TestDns;
   before(async () => {
     dns = await startDns({ txt: { 'acme.test': ['v=spf1 ip4:192.0.2.0/24 -all'], '_dmarc.acme.test': ['v=DMARC1; p=reject'] } });
