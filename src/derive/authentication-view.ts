@@ -3,6 +3,7 @@
 import { temperrorVerdict, type Authentication } from '../domain/authentication.ts';
 import type { AuthTask } from './authenticate.ts';
 import type { Entry } from './entry.ts';
+import { headerBlock } from './head.ts';
 
 /** The authentication verdicts: computed after ingest on the `verdicts` lane, kept beside the message. */
 export interface VerdictsView extends Entry<'authentication'> {
@@ -23,13 +24,10 @@ const HEAD_SEARCH_MAX = 256 * 1024;
  * but the time mailauth spends streaming it (most of a verdict's cost for a 1 MB message).
  */
 export function verdictsInput(raw: Uint8Array): Uint8Array {
-  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
-  const crlf = buf.indexOf('\r\n\r\n');
-  const lf = buf.indexOf('\n\n');
-  const end = crlf >= 0 && (lf < 0 || crlf < lf) ? crlf + 4 : lf >= 0 ? lf + 2 : -1;
-  if (end < 0 || end > HEAD_SEARCH_MAX || end >= raw.byteLength) return raw;
-  if (BODY_CHECKED.test(buf.toString('latin1', 0, end))) return raw;
-  return new Uint8Array(raw.subarray(0, end)); // a copy (a Buffer's slice() would share the bytes)
+  const { head, body } = headerBlock(raw);
+  if (body.byteLength === 0 || head.byteLength > HEAD_SEARCH_MAX) return raw;
+  if (BODY_CHECKED.test(Buffer.from(head.buffer, head.byteOffset, head.byteLength).toString('latin1'))) return raw;
+  return new Uint8Array(head); // a copy (a Buffer's slice() would share the bytes)
 }
 
 /** Budgets: the whole verdict, and one DNS query (an unreachable resolver costs at most this). */

@@ -45,17 +45,5 @@ export function keptAttachments(email: PmEmail, limits: ParseLimits): { kept: Pm
   return { kept, dropped };
 }
 
-/** Splits the header block off a raw message (for the fallback parse). */
-export function headerBlock(raw: Uint8Array): { head: Uint8Array; body: Uint8Array } {
-  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
-  let end = buf.indexOf('\r\n\r\n');
-  let skip = 4;
-  const lf = buf.indexOf('\n\n');
-  if (end < 0 || (lf >= 0 && lf < end)) {
-    end = lf;
-    skip = 2;
-  }
-  if (end < 0) return { head: raw, body: new Uint8Array() };
-  return { head: raw.subarray(0, end + skip), body: raw.subarray(end + skip) };
-}
+export { headerBlock } from './head.ts';
 
