@@ -23,6 +23,11 @@ const MAX_RUNNING = 16;
 const MAX_WAITING = 1000;
 /** Bytes of messages held by waiting verdicts; past it a verdict reads its message back when it runs. */
 const MAX_HELD_BYTES = 32 * 1024 * 1024;
+/**
+ * Complete verdicts kept in memory, by message key: they never change once kept (never recomputed),
+ * so a cached one is never stale, on any node. About 1 KB each; the oldest go first.
+ */
+const CACHE_MAX = 4096;
 
 export interface AuthenticationService {
   /**
@@ -102,6 +107,12 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
 
   /** Bytes held by waiting verdicts (given by ingest, not yet handed to the worker). */
   let heldBytes = 0;
+  /** Complete verdicts by message key (insertion order is age order). */
+  const cache = new Map<string, Authentication>();
+  const remember = (key: string, verdict: Authentication) => {
+    if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value!);
+    cache.set(key, verdict);
+  };
 
   /** `given`: the envelope and, when still held, the bytes ingest stored (nothing read back then). */
   async function compute(key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }): Promise<void> {
@@ -132,6 +143,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
     }
     options.onComputed?.((now() - started) / 1000, verdict);
     await store.putAuthentication(key, JSON.stringify(verdict));
+    remember(key, verdict);
   }
 
   const schedule = (key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }) => {
@@ -163,10 +175,13 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       schedule(messageKey, { envelope, raw });
     },
     async get(key, receivedAt) {
+      const hit = cache.get(key);
+      if (hit) return hit;
       const kept = await store.getAuthentication(key);
       if (!kept) return null;
       const v = parseVerdicts(kept.verdicts);
-      if (!v && kept.envelope && now() - receivedAt > budgetMs + 1000) schedule(key);
+      if (v) remember(key, v);
+      else if (kept.envelope && now() - receivedAt > budgetMs + 1000) schedule(key);
       return v;
     },
     idle: () => (running === 0 && queue.length === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),

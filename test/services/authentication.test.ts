@@ -3,11 +3,19 @@
 // EPHEMAIL_DNS_SERVERS setting. The whole path over real sockets: test/smtp/authentication.test.ts.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import pino from 'pino';
 import { loadConfig } from '../../src/config.ts';
 import { authHints, authLine } from '../../src/domain/authentication.ts';
 import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES, type AuthTask } from '../../src/derive/authenticate.ts';
 import { verdictsInput } from '../../src/derive/authentication-view.ts';
+import { createAuthenticationService } from '../../src/services/authentication.ts';
+import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
+import type { MailStore } from '../../src/store/store.ts';
+import { inbox, newEmail } from '../conformance/harness.ts';
 import { deadPort, startDns, type TestDns } from '../helpers/dns.ts';
 
 describe('the caching resolver', () => {
@@ -151,4 +159,38 @@ describe('what the checks read (verdictsInput)', () => {
     assert.equal(verdictsInput(huge), huge, 'passed whole, unsearched');
     assert.equal(verdictsInput(new Uint8Array()).byteLength, 0);
   });
+});
+
+test('complete verdicts are read from the store once per node, then from memory (they never change)', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ephemail-verdicts-'));
+  const dns = await startDns({ txt: { 'acme.test': ['v=spf1 ip4:192.0.2.0/24 -all'] } });
+  const store = createSqliteStore(join(dir, 'v.db'));
+  let reads = 0;
+  const counted: MailStore = new Proxy(store, {
+    get: (t, p, r) => (p === 'getAuthentication' ? (key: string) => (reads++, t.getAuthentication(key)) : Reflect.get(t, p, r)),
+  });
+  const envelope = { clientIp: '192.0.2.7', helo: 'mx.acme.test', mailFrom: 'app@acme.test' };
+  const raw = Buffer.from('From: App <app@acme.test>\r\nSubject: hi\r\n\r\nbody\r\n');
+  const [row] = await store.addEmails([newEmail(inbox(), { raw, envelope })]);
+  const opts = { dnsServers: [dns.server], authservId: 'ephemail.test', budgetMs: 3000, queryTimeoutMs: 1000 };
+  const log = pino({ level: 'silent' });
+  const node1 = createAuthenticationService(counted, { maxAttachmentBytes: 5_242_880, maxAttachments: 100 }, log, opts);
+  const node2 = createAuthenticationService(counted, { maxAttachmentBytes: 5_242_880, maxAttachments: 100 }, log, opts);
+  try {
+    node1.scheduleMessage(row.messageKey, new Uint8Array(raw), envelope);
+    await node1.idle();
+    const computed = await node1.get(row.messageKey, row.receivedAt);
+    assert.equal(computed?.spf.result, 'pass');
+    assert.equal(reads, 0, 'the node that computed them reads none back');
+    // another node reads them from the store once, then answers from memory
+    assert.deepEqual(await node2.get(row.messageKey, row.receivedAt), computed);
+    assert.deepEqual(await node2.get(row.messageKey, row.receivedAt), computed);
+    assert.equal(reads, 1);
+  } finally {
+    await node1.close();
+    await node2.close();
+    await store.close();
+    await dns.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
