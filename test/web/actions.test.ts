@@ -17,7 +17,8 @@ let browser: Browser;
 let page: Page;
 
 before(async () => {
-  svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '3', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000' });
+  // a mid-minute clock: the quota's minute cannot turn between spending it and the checks (a straddle reset it)
+  svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '3', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000' }, { clock: midMinuteClock() });
   browser = await launchChromium();
   page = await (await browser.newContext({ viewport: DESKTOP })).newPage();
 });
