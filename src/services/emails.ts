@@ -223,7 +223,8 @@ export async function latestEmail(core: Core, input: LatestInput): Promise<{ add
 const notFound = (id: string) =>
   new AppError('not_found', `No email with id ${JSON.stringify(id.slice(0, 60))}: it never existed, was deleted, or expired (emails are deleted about one hour after arrival)`);
 
-async function rowAndViews(core: Core, id: string, reader?: Reader) {
+/** One email's row and derived views, without its verdicts (what a list's previews read); not_found when gone. */
+export async function rowAndViews(core: Core, id: string, reader?: Reader) {
   const row = isUuid(id) ? await core.store.getEmail(id.toLowerCase(), core.clock.now()) : null;
   const views = row && (await core.views.get(row.messageKey, reader));
   if (!row || !views) throw notFound(id);

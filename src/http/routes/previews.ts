@@ -6,7 +6,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import { AppError } from '../../domain/errors.ts';
 import type { Core } from '../../services/core.ts';
-import { getEmail, resolveInbox } from '../../services/emails.ts';
+import { resolveInbox, rowAndViews } from '../../services/emails.ts';
 import { readerOf } from '../../services/views.ts';
 import { AddressParams, SECURITY, errors } from './shared.ts';
 
@@ -49,9 +49,10 @@ export function registerPreviewsRoute(app: App, core: Core): void {
     const rows = readerOf(request.ip, 'list'); // previews wait behind anyone opening an email
     const found = await Promise.all(ids.map(async (id): Promise<Static<typeof Preview> | null> => {
       try {
-        const e = await getEmail(core, id, rows);
-        if (e.address !== address) return null;
-        return { id: e.id, preview: previewOf(e.textBody ?? e.agentBody.body), code: e.codes[0]?.value ?? null, attachments_dropped: e.attachmentsDropped };
+        // the row and its views only: a preview shows no verdicts
+        const { row, views: v } = await rowAndViews(core, id, rows);
+        if (row.address !== address) return null;
+        return { id: row.id, preview: previewOf(v.textBody ?? v.agentBody.body), code: v.codes[0]?.value ?? null, attachments_dropped: v.attachmentsDropped };
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         return null; // gone meanwhile (or not an id): no preview
