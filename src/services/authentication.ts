@@ -142,8 +142,9 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       verdict = AUTHENTICATION_VIEW.fallback(task, 'the checks did not finish');
     }
     options.onComputed?.((now() - started) / 1000, verdict);
-    await store.putAuthentication(key, JSON.stringify(verdict));
+    // answered from memory at once: the store may commit them with a later write (SQLite: lazily)
     remember(key, verdict);
+    await store.putAuthentication(key, JSON.stringify(verdict));
   }
 
   const schedule = (key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }) => {

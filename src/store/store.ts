@@ -168,7 +168,10 @@ export interface MessageStore {
   /** The message's envelope and verdicts; null once the message is gone. */
   getAuthentication(messageKey: string): Promise<StoredAuthentication | null>;
 
-  /** Keeps the verdicts of a message (replacing earlier ones); a message already freed stays freed. */
+  /**
+   * Keeps the verdicts of a message (replacing earlier ones); a message already freed stays freed.
+   * May commit with a later write (SQLite: within 200 ms): the caller keeps them in memory meanwhile.
+   */
   putAuthentication(messageKey: string, verdicts: string): Promise<void>;
 }
 

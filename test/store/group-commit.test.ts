@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../src/domain/errors.ts';
-import { groupCommit } from '../../src/store/sqlite/group-commit.ts';
+import { groupCommit, LAZY_MS } from '../../src/store/sqlite/group-commit.ts';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
 import { until } from '../helpers/time.ts';
 
@@ -133,3 +133,45 @@ for (const kind of ['file', 'memory'] as const) {
     });
   });
 }
+
+describe('lazy writes (verdicts nobody waits on)', () => {
+  test('a lazy write rides along with the next batch of other writes: no commit of its own', async () => {
+    const { db, writes } = await open('file');
+    try {
+      const m = add();
+      await writes.write(m.job);
+      const before = writes.stats().threadBatches;
+      let lazyDone = false;
+      const lazy = writes.write({ kind: 'auth', key: m.id, verdicts: '{"v":1}' }, { lazy: true }).then((n) => ((lazyDone = true), n));
+      const other = add();
+      // the next write, a turn later: one batch commits both
+      await new Promise((r) => setImmediate(r));
+      assert.equal(lazyDone, false, 'not committed alone');
+      await writes.write(other.job);
+      assert.equal(await lazy, 1);
+      assert.equal(writes.stats().threadBatches - before, 1, 'one batch for both');
+      assert.equal(db.prepare('SELECT verdicts FROM message_auth WHERE message_key = ?').pluck().get(m.id), '{"v":1}');
+    } finally {
+      await writes.close();
+      db.close();
+    }
+  });
+
+  test(`a lazy write alone commits within ${LAZY_MS} ms and some; close() commits a waiting one`, async () => {
+    const { db, writes } = await open('file');
+    try {
+      const m = add();
+      await writes.write(m.job);
+      const t0 = performance.now();
+      assert.equal(await writes.write({ kind: 'auth', key: m.id, verdicts: '{"v":2}' }, { lazy: true }), 1);
+      // bound: waited for company at most LAZY_MS, then committed alone (one-sided, generous for a loaded machine)
+      assert.ok(performance.now() - t0 < LAZY_MS + 2000, `committed after ${Math.round(performance.now() - t0)} ms`);
+      const waiting = writes.write({ kind: 'auth', key: m.id, verdicts: '{"v":3}' }, { lazy: true });
+      await writes.close();
+      assert.equal(await waiting, 1);
+      assert.equal(db.prepare('SELECT verdicts FROM message_auth WHERE message_key = ?').pluck().get(m.id), '{"v":3}');
+    } finally {
+      db.close();
+    }
+  });
+});

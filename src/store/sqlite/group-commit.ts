@@ -10,6 +10,15 @@ import { SQL } from './migrations.ts';
 
 // Captured at load: a test's fake timers must not stall durable writes.
 const nextTurn = globalThis.setImmediate;
+const later = globalThis.setTimeout;
+const cancel = globalThis.clearTimeout;
+/**
+ * A lazy write (one nobody waits on: verdicts computed in the background) commits with the next
+ * batch of other writes, or after this long, or once this many wait: it never costs a commit and
+ * an fsync of its own while mail is arriving, and so never delays a 250.
+ */
+export const LAZY_MS = 200;
+const LAZY_MAX = 256;
 const MAX_BATCH = 512;
 /** The WAL is cut back to this size after a checkpoint (SQLite keeps it at its largest otherwise). */
 const WAL_LIMIT = 16 * 1024 * 1024;
@@ -114,8 +123,11 @@ parentPort.postMessage({ ready: true });
 const asError = (e: { message: string; code?: string }) => Object.assign(new Error(e.message), e.code ? { code: e.code } : {});
 
 export interface GroupCommit {
-  /** Runs one write; resolves with its count once committed. */
-  write(job: WriteJob): Promise<number>;
+  /**
+   * Runs one write; resolves with its count once committed. `lazy`: it may wait up to LAZY_MS for
+   * another write to share a commit with (and commit after writes made meanwhile).
+   */
+  write(job: WriteJob, options?: { lazy?: boolean }): Promise<number>;
   /** Resolves once no write is in flight, and stops the thread. */
   close(): Promise<void>;
   /** Which path committed: batches committed on the writer thread and on this thread; whether the thread is up. */
@@ -135,6 +147,17 @@ export interface GroupCommitStats { threadBatches: number; localBatches: number;
 export function groupCommit(db: Database.Database, path: string | null): GroupCommit {
   interface Pending { job: WriteJob; resolve: (n: number) => void; reject: (e: unknown) => void }
   let queue: Pending[] = [];
+  /** Lazy writes waiting for another batch (or their timer) to commit with. */
+  let deferred: Pending[] = [];
+  let lazyTimer: ReturnType<typeof setTimeout> | null = null;
+  /** Lazy writes join the queue: they commit in the next batch. */
+  const takeDeferred = () => {
+    if (lazyTimer) cancel(lazyTimer);
+    lazyTimer = null;
+    if (deferred.length === 0) return;
+    queue = queue.length ? queue.concat(deferred) : deferred;
+    deferred = [];
+  };
   let scheduled = false;
   let local: Batch | null = null;
   const unavailable = (err: unknown) => typedStoreError(err, db.open);
@@ -147,7 +170,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
   let idle: (() => void)[] = [];
   const committed = { thread: 0, local: 0 };
   const settleIdle = () => {
-    if (inFlight || queue.length) return;
+    if (inFlight || queue.length || deferred.length) return;
     for (const f of idle) f();
     idle = [];
   };
@@ -203,6 +226,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
   const flush = () => {
     scheduled = false;
     if (inFlight) return; // the reply of the batch in flight flushes again
+    if (queue.length) takeDeferred(); // lazy writes ride along with others
     const jobs = queue.length > MAX_BATCH ? queue.splice(0, MAX_BATCH) : queue;
     queue = jobs === queue ? [] : queue;
     if (jobs.length === 0) return settleIdle();
@@ -245,15 +269,30 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
   };
   return {
     stats: () => ({ threadBatches: committed.thread, localBatches: committed.local, threadReady: writerReady && !writerDead && writer !== null }),
-    write: (job) =>
+    write: (job, options) =>
       new Promise<number>((resolve, reject) => {
         if (!db.open) return reject(new StoreUnavailableError('the SQLite database is closed'));
         startWriter();
+        if (options?.lazy && !writerDead) {
+          deferred.push({ job, resolve, reject });
+          if (deferred.length >= LAZY_MAX) {
+            takeDeferred();
+            if (!inFlight) schedule();
+          } else {
+            lazyTimer ??= later(() => {
+              lazyTimer = null;
+              takeDeferred();
+              if (!inFlight) schedule();
+            }, LAZY_MS);
+          }
+          return;
+        }
         queue.push({ job, resolve, reject });
         if (!inFlight) schedule();
       }),
     close: () => {
       writerDead = true; // closing: what is queued now commits here, the thread stops
+      takeDeferred();
       return new Promise<void>((resolve) => {
         idle.push(() => {
           const w = writer;

@@ -158,7 +158,8 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
         const r = q.auth.get(key) as { envelope: string | null; verdicts: string | null } | undefined;
         return r ? { envelope: parseEnvelope(r.envelope), verdicts: r.verdicts } : null;
       }),
-    putAuthentication: (key, verdicts) => writes.write({ kind: 'auth', key, verdicts }).then(() => undefined),
+    // lazy: verdicts are computed in the background and nobody waits on their commit (group-commit.ts)
+    putAuthentication: (key, verdicts) => writes.write({ kind: 'auth', key, verdicts }, { lazy: true }).then(() => undefined),
     matchText: (list, needle, now) =>
       guard(() => {
         if (list.length === 0) return [];
