@@ -1,20 +1,49 @@
 // Benchmark 2: API reads with autocannon, with an API key: GET /api/v1/inboxes/{address}/emails
 // (25 of 1,000 stored) and GET /api/v1/emails/{id}; in the same run, a bare Fastify route answering
 // the same JSON bytes (bench/bare-fastify.ts) as the ceiling. Prints req/s, p99 and the ratio.
-import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { createKey, fmt, freePort, machineLine, parseArgs, rssOf, sleep, spread, startServices, storeLabel, ROOT, type BenchOptions, type ServiceProcess, type Spread } from './lib.ts';
+import { cpuMsOf, createKey, fmt, freePort, machineLine, parseArgs, rssOf, sleep, spread, startServices, storeLabel, ROOT, type BenchOptions, type ServiceProcess, type Spread } from './lib.ts';
 import { runLoad, textMessage } from './smtp-load.ts';
 
 const CONNECTIONS = 20;
+/** wrk's connections (the issue's measurement: `wrk -t1 -c10`); spread over nodes as CONNECTIONS is. */
+const WRK_CONNECTIONS = 10;
 
 type Cannon = { rps: number; p99: number; errors: number; non2xx: number };
 
-/** One autocannon run of `seconds` against `url` with `connections` connections. */
+/**
+ * wrk (Debian's package), when installed: a load generator in C on one thread. autocannon is
+ * JavaScript and takes about a core of its own on this 2-core machine, so with it the ceiling is
+ * partly the generator's; wrk leaves the service the CPU the ratio is about.
+ */
+export const WRK = ['/usr/bin/wrk', '/usr/local/bin/wrk'].find((p) => existsSync(p)) ?? null;
+
+/** One wrk run (one thread): req/s, p99 in ms, socket errors and non-2xx answers. */
+function wrk(url: string, headers: Record<string, string>, seconds: number, connections: number): Promise<Cannon> {
+  const args = ['-t1', `-c${connections}`, `-d${Math.max(1, Math.round(seconds))}s`, '--latency'];
+  for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}: ${v}`);
+  return new Promise((resolve, reject) => {
+    execFile(WRK!, [...args, url], (err, out) => {
+      if (err) return reject(err);
+      const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
+      const p99 = /\s99%\s+([\d.]+)(us|ms|s)/.exec(out);
+      const p99ms = p99 ? Number(p99[1]) * (p99[2] === 'us' ? 0.001 : p99[2] === 's' ? 1000 : 1) : NaN;
+      const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+      const errors = sock ? sock.slice(1).reduce((a, x) => a + Number(x), 0) : 0;
+      const non2xx = Number(/Non-2xx or 3xx responses: (\d+)/.exec(out)?.[1] ?? 0);
+      if (!Number.isFinite(rps)) return reject(new Error(`wrk printed no rate: ${out}`));
+      resolve({ rps, p99: p99ms, errors, non2xx });
+    });
+  });
+}
+
+/** One run of `seconds` against `url` with `connections` connections: wrk when installed (and the run is not --quick), else autocannon. */
 export function cannon(url: string, headers: Record<string, string>, seconds: number, connections = CONNECTIONS): Promise<Cannon> {
+  if (WRK && seconds >= 1) return wrk(url, headers, seconds, Math.max(1, Math.round((connections * WRK_CONNECTIONS) / CONNECTIONS)));
   return new Promise((resolve, reject) => {
     autocannon({ url, headers, connections, pipelining: 1, duration: seconds }, (err, r) => {
       if (err) return reject(err);
@@ -47,6 +76,13 @@ export async function seedReads(svc: ServiceProcess, stored: number, smtpPorts =
   const listPath = `/api/v1/inboxes/${encodeURIComponent(address)}/emails?limit=25`;
   const list = (await (await fetch(svc.http + listPath, { headers })).json()) as { data: { id: string }[] };
   if (list.data.length !== 25) throw new Error(`list returned ${list.data.length}`);
+  // the newest email's verdicts (computed in the background, oldest first): the reads are measured
+  // once the service is done with the mail just stored, not while it still checks it
+  for (let i = 0; i < 600; i++) {
+    const e = (await (await fetch(`${svc.http}/api/v1/emails/${list.data[0].id}`, { headers })).json()) as { data: { authentication?: unknown } };
+    if (e.data.authentication !== null) break; // computed (or a build without verdicts)
+    await sleep(100); // poll: the verdicts of 1,000 messages take seconds
+  }
   return { headers, listPath, list, getPath: `/api/v1/emails/${list.data[12].id}` };
 }
 
@@ -70,6 +106,7 @@ async function startBare(bodies: Record<string, unknown>, dir: string) {
   }
   return {
     base,
+    pid: child.pid!,
     stop: () => new Promise<void>((r) => {
       child.once('exit', () => r());
       child.kill('SIGTERM');
@@ -83,6 +120,9 @@ export interface ApiResult {
   p99: Spread;
   bareRps: Spread;
   bareP99: Spread;
+  /** Process CPU (user + system) per request, in µs: the service's nodes and the bare processes. */
+  cpuUs: Spread;
+  bareCpuUs: Spread;
   ratio: number;
   errors: number;
 }
@@ -100,7 +140,7 @@ export async function benchApi(opts: BenchOptions, log: (s: string) => void = co
     const got = await (await fetch(svc.http + getPath, { headers })).json();
     const bodies = { '/bare/list': list, '/bare/get': got };
     // as many bare processes as nodes: the ceiling has the same process shape
-    const bares = [];
+    const bares: Awaited<ReturnType<typeof startBare>>[] = [];
     for (const n of nodes) bares.push(await startBare(bodies, n.dir));
     try {
       const cases = [
@@ -114,9 +154,19 @@ export async function benchApi(opts: BenchOptions, log: (s: string) => void = co
         }
         const mine: Awaited<ReturnType<typeof cannon>>[] = [];
         const ceil: Awaited<ReturnType<typeof cannon>>[] = [];
+        const cpu: number[] = [];
+        const bareCpu: number[] = [];
+        /** A run, and its processes' CPU per request (from /proc: whatever else the machine runs cancels out). */
+        const measured = async (pids: number[], run: () => Promise<Cannon>, into: Cannon[], cpuInto: number[]) => {
+          const before = pids.reduce((a, p) => a + cpuMsOf(p), 0);
+          const r = await run();
+          const ms = pids.reduce((a, p) => a + cpuMsOf(p), 0) - before;
+          into.push(r);
+          cpuInto.push((ms * 1000) / Math.max(1, r.rps * seconds));
+        };
         for (let i = 0; i < opts.runs; i++) {
-          ceil.push(await cannonMany(bares.map((b) => b.base + c.barePath), {}, seconds));
-          mine.push(await cannonMany(nodes.map((n) => n.http + c.path), headers, seconds));
+          await measured(bares.map((b) => b.pid), () => cannonMany(bares.map((b) => b.base + c.barePath), {}, seconds), ceil, bareCpu);
+          await measured(nodes.map((n) => n.pid), () => cannonMany(nodes.map((n) => n.http + c.path), headers, seconds), mine, cpu);
         }
         const r: ApiResult = {
           name: c.name,
@@ -124,12 +174,15 @@ export async function benchApi(opts: BenchOptions, log: (s: string) => void = co
           p99: spread(mine.map((x) => x.p99)),
           bareRps: spread(ceil.map((x) => x.rps)),
           bareP99: spread(ceil.map((x) => x.p99)),
+          cpuUs: spread(cpu),
+          bareCpuUs: spread(bareCpu),
           ratio: 0,
           errors: mine.reduce((a, x) => a + x.errors + x.non2xx, 0),
         };
         r.ratio = r.rps.median / r.bareRps.median;
         out.push(r);
         log(`  ${r.name.padEnd(20)} ${fmt(r.rps)} req/s  p99 ${fmt(r.p99)} ms  | bare Fastify ${fmt(r.bareRps)} req/s p99 ${fmt(r.bareP99)} ms → ${(r.ratio * 100).toFixed(0)}% of bare  errors/non-2xx ${r.errors}`);
+        log(`  ${''.padEnd(20)} CPU per request ${fmt(r.cpuUs)} µs | bare ${fmt(r.bareCpuUs)} µs → bare/this ${(r.bareCpuUs.median / r.cpuUs.median).toFixed(2)}`);
       }
       log(`  service peak RSS ${nodes.map((n) => rssOf(n.pid).peakMb.toFixed(0)).join(' / ')} MB${nodes.length > 1 ? ` (${nodes.length} nodes; bare: ${bares.length} processes)` : ''}`);
     } finally {
@@ -143,6 +196,6 @@ export async function benchApi(opts: BenchOptions, log: (s: string) => void = co
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const opts = parseArgs(process.argv.slice(2));
-  console.log(`# API reads (${storeLabel(opts)}), autocannon ${CONNECTIONS} connections, ${opts.runs} run(s) — ${machineLine()}`);
+  console.log(`# API reads (${storeLabel(opts)}), ${WRK && !opts.quick ? `wrk -t1 ${WRK_CONNECTIONS}` : `autocannon ${CONNECTIONS}`} connections, ${opts.runs} run(s) — ${machineLine()}`);
   await benchApi(opts);
 }

@@ -11,7 +11,7 @@ import { runLoad } from './smtp-load.ts';
 import { cases } from './smtp.ts';
 
 const kind = process.argv[2] ?? 'text';
-const dir = mkdtempSync(join(tmpdir(), 'ephemail-prof-'));
+const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), 'ephemail-prof-'));
 const svc = await startService({}, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] });
 if (kind === 'api') {
   const what = process.argv[3] ?? 'get';

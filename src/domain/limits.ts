@@ -29,6 +29,7 @@ const short = (g: string) => g.replace(/^0+(?=.)/, '');
  * so per-/64 caps alone would let one site take every slot).
  */
 export function ipBuckets(ip: string): string[] {
+  if (!ip.includes(':')) return [`ip:${ip}`]; // IPv4 (the common case: no pattern to run)
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
   if (mapped) return [`ip:${mapped[1]}`];
   if (!isIPv6(ip)) return [`ip:${ip}`];

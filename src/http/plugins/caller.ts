@@ -7,7 +7,7 @@ import { AppError } from '../../domain/errors.ts';
 import { ipBucket } from '../../domain/limits.ts';
 import { hitClient, limitHeaders, type LimitResult } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
-import { authenticate, keyUseRecorder } from '../../services/keys.ts';
+import { authenticate, keyHasher, keyUseRecorder } from '../../services/keys.ts';
 import type { KeyRecord } from '../../store/keys.ts';
 import { WEB_LIMITS, isPageRequest } from './web-caller.ts';
 
@@ -107,6 +107,7 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
   app.decorateRequest('caller', null as unknown as Caller);
 
   const recordUse = keyUseRecorder(core.keys, core.log);
+  const hash = keyHasher();
   const keyCaller = (key: KeyRecord): Caller => ({ kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits });
 
   const reject = (caller: Caller, result: LimitResult): AppError => {
@@ -174,7 +175,7 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
       return admit(request, reply, anonymous, done);
     }
     // (a key's record comes through the store's read cache: a revocation shows within its 250 ms)
-    authenticate(core, raw).then((key) => {
+    authenticate(core, raw, hash).then((key) => {
       recordUse(key.hash, core.clock.now());
       admit(request, reply, keyCaller(key), done);
     }, (err) => refuse(request, reply, err, done));

@@ -140,39 +140,56 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?:
 const SummaryRef = Type.Ref(EmailSummarySchema);
 const ListMetaRef = Type.Ref(ListMetaSchema);
 const ListResponse = Type.Object({ data: Type.Array(SummaryRef), meta: ListMetaRef }, { description: 'Emails; empty data when nothing matched (also when a wait ran out)' });
-/** The list's 200 body as its schema types it (listJson hands Fastify its JSON text, sent as it is). */
+/** The list's 200 body as its schema types it (listJson hands Fastify its JSON bytes, sent as they are). */
 type ListBody = Static<typeof ListResponse>;
+type Summary = import('../../domain/summary.ts').EmailSummary;
 interface ListSerializers {
   /** Each summary's JSON, kept per summary object (createSummaryJson). */
-  summary: (e: import('../../domain/summary.ts').EmailSummary) => string;
+  summary: (e: Summary) => string;
   meta: (wire: unknown) => string;
+  /** Bodies of pages answered lately, by page (see listJson). */
+  pages: Map<string, { emails: Summary[]; waited: boolean; body: Buffer }>;
 }
+/** Pages whose bodies are kept (the newest answered; a page is a few KB). */
+const PAGES_KEPT = 1024;
 /** The app's fast-json-stringify serializers of EmailSummary and ListMeta (the shared schemas). */
 const compileListSerializers = (reply: FastifyReply): ListSerializers => ({
   summary: createSummaryJson(reply.compileSerializationSchema(SummaryRef) as (wire: unknown) => string),
   meta: reply.compileSerializationSchema(ListMetaRef) as (wire: unknown) => string,
+  pages: new Map(),
 });
 
 /**
- * The 200 body of GET .../emails (the summaries and the paging cursors) as JSON text: exactly what the
- * route's response schema would serialize, `{"data":[<summary>,…],"meta":<meta>}`, with each summary
- * and the meta written by the fast-json-stringify serializers of their own schemas, and each email's
- * summary serialized once (createSummaryJson) rather than on every poll of the same page.
+ * The 200 body of GET .../emails (the summaries and the paging cursors) as JSON bytes: exactly what
+ * the route's response schema would serialize, `{"data":[<summary>,…],"meta":<meta>}`, with each
+ * summary and the meta written by the fast-json-stringify serializers of their own schemas, and each
+ * email's summary serialized once (createSummaryJson) rather than on every poll of the same page.
+ * The store hands out the same summary objects while a page stays cached (store/read-cache.ts), so
+ * a page polled again is answered with the bytes of its last answer when it holds the very same
+ * summaries (===) for the same query: a comparison per email instead of assembling and encoding.
  */
-function listJson(reply: FastifyReply, { summary, meta }: ListSerializers, q: Static<typeof ListQuery>, out: emails.ListOutput): ListBody {
+function listJson(reply: FastifyReply, { summary, meta, pages }: ListSerializers, q: Static<typeof ListQuery>, out: emails.ListOutput): ListBody {
   const items = out.emails;
+  reply.type('application/json; charset=utf-8'); // what Fastify sets for a serialized object
+  const page = `${out.address}\u0000${q.limit}\u0000${q.since ?? ''}\u0000${q.before ?? ''}`;
+  const kept = pages.get(page);
+  if (kept && kept.waited === out.waited && kept.emails.length === items.length && kept.emails.every((e, i) => e === items[i])) {
+    return kept.body as unknown as ListBody;
+  }
   const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
   const oldestId = q.since ? items[0]?.id : items.at(-1)?.id;
   let data = '';
   for (let i = 0; i < items.length; i++) data += (i === 0 ? '' : ',') + summary(items[i]);
-  const body = `{"data":[${data}],"meta":${meta({
+  const body = Buffer.from(`{"data":[${data}],"meta":${meta({
     address: out.address,
     count: items.length,
     next_since: newestId ?? q.since?.toLowerCase() ?? null,
     next_before: items.length === q.limit && oldestId ? oldestId : null,
     waited: out.waited,
-  })}}`;
-  reply.type('application/json; charset=utf-8'); // what Fastify sets for a serialized object
-  // the one place where the reply's type (derived from the schema) is the text of that object
+  })}}`, 'utf8');
+  pages.delete(page);
+  if (pages.size >= PAGES_KEPT) pages.delete(pages.keys().next().value!);
+  pages.set(page, { emails: items.slice(), waited: out.waited, body });
+  // the one place where the reply's type (derived from the schema) is the bytes of that object
   return body as unknown as ListBody;
 }
