@@ -1,13 +1,14 @@
 // Runs one load against a service started with --cpu-prof and prints the top self-time functions
 // (the profiles behind the figures in bench/README.md). Usage:
-//   node --import tsx bench/profile.ts [text|html|attachment] [messages]   SMTP ingest
+//   node --import tsx bench/profile.ts [text|html|attachment|realistic] [messages]   SMTP ingest
 //   node --import tsx bench/profile.ts api [list|get] [seconds]             API reads with a key (as bench/api.ts)
 import { readdirSync, readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cannon, seedReads } from './api.ts';
 import { startService } from './lib.ts';
-import { runLoad } from './smtp-load.ts';
+import { realisticMessage } from './messages.ts';
+import { messageOf, runLoad } from './smtp-load.ts';
 import { cases } from './smtp.ts';
 
 const kind = process.argv[2] ?? 'text';
@@ -20,7 +21,8 @@ if (kind === 'api') {
   const r = await cannon(svc.http + (what === 'list' ? listPath : getPath), headers, seconds);
   console.log(`api ${what} (1000 stored): ${r.rps.toFixed(0)} req/s under the profiler, non-2xx ${r.non2xx}`);
 } else {
-  const c = cases(false).find((x) => x.message.name.toLowerCase().includes(kind))!;
+  const realistic = { message: messageOf('5 KB realistic (DKIM-signed)', realisticMessage().toString('latin1')), messages: 15_000 };
+  const c = kind === 'realistic' ? realistic : cases(false).find((x) => x.message.name.toLowerCase().includes(kind))!;
   const n = Number(process.argv[3] ?? c.messages);
   const r = await runLoad({ port: svc.smtpPort, connections: 20, messages: n, message: c.message, rcpt: (i) => `user${i % 500}@ephemail.test` });
   console.log(`${c.message.name}: ${r.msgsPerSec.toFixed(0)} msgs/s under the profiler (ok ${r.ok}, failed ${r.failed})`);

@@ -52,6 +52,11 @@ function headers(subject: string, extra: string[]): string[] {
   ];
 }
 
+/** A whole message (CRLF lines) as a Message: dot-stuffed, with its end of data. */
+export function messageOf(name: string, raw: string): Message {
+  return finish(name, raw.replace(/\r\n$/, '').split('\r\n'));
+}
+
 function finish(name: string, lines: string[]): Message {
   const body = dotStuff(lines);
   return { name, bytes: Buffer.byteLength(body) + 2, wire: Buffer.from(body + CRLF + '.' + CRLF) };

@@ -19,10 +19,22 @@ import { collect } from './views.ts';
 export type { Authentication } from '../derive/authenticate.ts';
 
 /** Verdicts computed at once (they mostly wait on DNS), and waiting; more are dropped (a read asks again). */
-const MAX_RUNNING = 16;
+export const MAX_RUNNING = 16;
 const MAX_WAITING = 1000;
 /** Bytes of messages held by waiting verdicts; past it a verdict reads its message back when it runs. */
 const MAX_HELD_BYTES = 32 * 1024 * 1024;
+/**
+ * Ingest is busy while more than this many messages were stored in one of the last two windows of
+ * BUSY_WINDOW_MS (80 a second): verdicts of new mail then wait for a quieter moment, so under a
+ * burst they take no CPU from ingest (a verdict costs about a quarter of a millisecond of CPU for
+ * a small signed message, as much as storing it). A verdict a reader asked for never waits.
+ */
+export const BUSY_MESSAGES = 20;
+export const BUSY_WINDOW_MS = 250;
+// Captured at load: a test's fake timers must not stall the verdicts.
+const later = globalThis.setTimeout;
+const cancel = globalThis.clearTimeout;
+
 /**
  * Complete verdicts kept in memory, by message key: they never change once kept (never recomputed),
  * so a cached one is never stale, on any node. About 1 KB each; the oldest go first.
@@ -84,21 +96,54 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
   const now = options.now ?? Date.now;
   /** Keys queued or computing (a message is computed once at a time). */
   const known = new Set<string>();
+  /** Verdicts of new mail (wait while ingest is busy), and verdicts a read asked for (never wait). */
   const queue: (() => Promise<void>)[] = [];
+  const asked: (() => Promise<void>)[] = [];
   let running = 0;
+  /** Verdicts computed and not yet written. */
+  let writing = 0;
   let closed = false;
   let idleWaiters: (() => void)[] = [];
 
+  // messages stored per window of BUSY_WINDOW_MS (real time, whatever the service's clock says)
+  let windowAt = 0;
+  let inWindow = 0;
+  let inPrevious = 0;
+  const arrived = () => {
+    const t = performance.now();
+    if (t - windowAt >= BUSY_WINDOW_MS) {
+      inPrevious = t - windowAt >= 2 * BUSY_WINDOW_MS ? 0 : inWindow;
+      inWindow = 0;
+      windowAt = t;
+    }
+    inWindow++;
+  };
+  const busy = () => {
+    const t = performance.now();
+    if (t - windowAt >= 2 * BUSY_WINDOW_MS) return false;
+    if (t - windowAt >= BUSY_WINDOW_MS) return inWindow > BUSY_MESSAGES;
+    return inWindow > BUSY_MESSAGES || inPrevious > BUSY_MESSAGES;
+  };
+  let wake: ReturnType<typeof setTimeout> | null = null;
+
   const pump = () => {
-    while (running < MAX_RUNNING && queue.length) {
-      const job = queue.shift()!;
+    while (running < MAX_RUNNING && (asked.length || queue.length)) {
+      if (!asked.length && busy()) {
+        // ingest is busy: new mail's verdicts wait for a quieter moment (looked at again then)
+        wake ??= later(() => {
+          wake = null;
+          pump();
+        }, BUSY_WINDOW_MS);
+        break;
+      }
+      const job = asked.length ? asked.shift()! : queue.shift()!;
       running++;
       void job().finally(() => {
         running--;
         pump();
       });
     }
-    if (running === 0 && queue.length === 0) {
+    if (running === 0 && writing === 0 && queue.length === 0 && asked.length === 0) {
       const w = idleWaiters;
       idleWaiters = [];
       for (const f of w) f();
@@ -142,9 +187,16 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       verdict = AUTHENTICATION_VIEW.fallback(task, 'the checks did not finish');
     }
     options.onComputed?.((now() - started) / 1000, verdict);
-    // answered from memory at once: the store may commit them with a later write (SQLite: lazily)
+    // answered from memory at once: the store may commit them with a later write (SQLite: lazily),
+    // which this verdict's slot does not wait for
     remember(key, verdict);
-    await store.putAuthentication(key, JSON.stringify(verdict));
+    writing++;
+    store.putAuthentication(key, JSON.stringify(verdict))
+      .catch((err) => log.warn({ err }, 'authentication verdicts could not be kept; a later read asks again'))
+      .finally(() => {
+        writing--;
+        pump();
+      });
   }
 
   const schedule = (key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }) => {
@@ -157,7 +209,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       if (held) heldBytes -= held.byteLength;
       held = null;
     };
-    queue.push(async () => {
+    (given ? queue : asked).push(async () => {
       const raw = held;
       try {
         await compute(key, given && { envelope: given.envelope, raw });
@@ -173,6 +225,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
 
   return {
     scheduleMessage(messageKey, raw, envelope) {
+      arrived();
       schedule(messageKey, { envelope, raw });
     },
     async get(key, receivedAt) {
@@ -185,16 +238,19 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       else if (kept.envelope && now() - receivedAt > budgetMs + 1000) schedule(key);
       return v;
     },
-    idle: () => (running === 0 && queue.length === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
+    idle: () => (running === 0 && writing === 0 && queue.length === 0 && asked.length === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
     get waiting() {
-      return queue.length;
+      return queue.length + asked.length;
     },
     warm: () => pool.warm(),
     async close() {
       closed = true;
       queue.length = 0;
+      asked.length = 0;
+      if (wake) cancel(wake);
+      wake = null;
       heldBytes = 0;
-      await new Promise<void>((resolve) => (running === 0 ? resolve() : idleWaiters.push(resolve)));
+      await new Promise<void>((resolve) => (running === 0 && writing === 0 ? resolve() : idleWaiters.push(resolve)));
       await ownLane?.close();
     },
   };

@@ -12,7 +12,7 @@ import { loadConfig } from '../../src/config.ts';
 import { authHints, authLine } from '../../src/domain/authentication.ts';
 import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES, type AuthTask } from '../../src/derive/authenticate.ts';
 import { verdictsInput } from '../../src/derive/authentication-view.ts';
-import { createAuthenticationService } from '../../src/services/authentication.ts';
+import { BUSY_MESSAGES, BUSY_WINDOW_MS, MAX_RUNNING, createAuthenticationService } from '../../src/services/authentication.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import type { MailStore } from '../../src/store/store.ts';
 import { inbox, newEmail } from '../conformance/harness.ts';
@@ -189,6 +189,53 @@ test('complete verdicts are read from the store once per node, then from memory 
   } finally {
     await node1.close();
     await node2.close();
+    await store.close();
+    await dns.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test(`under a burst of mail (over ${BUSY_MESSAGES} in ${BUSY_WINDOW_MS} ms) new mail's verdicts wait for a quiet moment; one a read asks for does not`, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ephemail-verdicts-'));
+  const dns = await startDns({ txt: {} });
+  const store = createSqliteStore(join(dir, 'v.db'));
+  const LIMITS = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };
+  /** Each verdict's sender domain, when its computation began and when it ended. */
+  const done: { domain: string | null; began: number; ended: number }[] = [];
+  const service = createAuthenticationService(store, LIMITS, pino({ level: 'silent' }), {
+    dnsServers: [dns.server], authservId: 'ephemail.test', budgetMs: 3000, queryTimeoutMs: 1000,
+    onComputed: (seconds, v) => done.push({ domain: v.spf.domain, began: performance.now() - seconds * 1000, ended: performance.now() }),
+  });
+  const mail = (domain: string, receivedAt = Date.now()) =>
+    newEmail(inbox(), { raw: Buffer.from(`From: a@${domain}\r\n\r\nbody\r\n`), envelope: { clientIp: '192.0.2.1', helo: 'h.test', mailFrom: `a@${domain}` }, receivedAt });
+  const deliver = async (domain: string, n: number) => {
+    const list = Array.from({ length: n }, () => mail(domain));
+    const rows = await store.addEmails(list);
+    rows.forEach((r, i) => service.scheduleMessage(r.messageKey, new Uint8Array(list[i].raw), list[i].envelope!));
+  };
+  try {
+    await deliver('warm.test', 1); // the worker up before the burst
+    await service.idle();
+    // an older message whose verdicts were lost (a node stopped): a read asks for them mid-burst
+    const [old] = await store.addEmails([mail('reader.test', Date.now() - 60_000)]);
+    // 5 messages every 50 ms (or slower) for 2 s: over BUSY_MESSAGES in every window
+    for (let i = 0; i < 40; i++) {
+      await deliver('burst.test', 5);
+      if (i === 5) assert.equal(await service.get(old.messageKey, old.receivedAt), null, 'none yet: the read schedules them');
+      await new Promise((r) => setTimeout(r, 50)); // poll: the pace of the burst
+    }
+    const lastArrival = performance.now();
+    await service.idle();
+    assert.equal(done.filter((d) => d.domain === 'burst.test').length, 200);
+    const read = done.find((d) => d.domain === 'reader.test')!;
+    assert.ok(read.ended < lastArrival, 'the verdicts a read asked for were computed while the burst went on');
+    const during = done.filter((d) => d.domain === 'burst.test' && d.began < lastArrival);
+    assert.ok(during.length <= BUSY_MESSAGES, `${during.length} of the burst's verdicts began during it: at most those before ingest counted as busy`);
+    for (const d of done.filter((x) => x.domain === 'burst.test' && x.began >= lastArrival)) {
+      assert.ok(d.began - lastArrival >= BUSY_WINDOW_MS - 1, `a verdict of the burst began ${Math.round(d.began - lastArrival)} ms after the last arrival`);
+    }
+  } finally {
+    await service.close();
     await store.close();
     await dns.close();
     rmSync(dir, { recursive: true, force: true });
