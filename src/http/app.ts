@@ -1,7 +1,7 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
 import { Ajv } from 'ajv';
 import { BlockList, isIP } from 'node:net';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import { BODY_LIMIT } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
@@ -152,10 +152,15 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
   // any origin, rate-limit headers exposed, preflights answered first (plugins/cors.ts)
   registerCors(app);
   // An absent body is an empty object: POST /inboxes and /keys take an optional body.
-  // (callback-style, as every hook on the request path: an async hook costs a promise per request)
-  app.addHook('preValidation', (request, _reply, done) => {
-    if (request.body === undefined && (request.method === 'POST' || request.method === 'DELETE')) request.body = {};
+  // (callback-style, as every hook on the request path: an async hook costs a promise per request;
+  // on the routes that take a body only)
+  const emptyBody = (request: FastifyRequest, _reply: unknown, done: () => void) => {
+    if (request.body === undefined) request.body = {};
     done();
+  };
+  app.addHook('onRoute', (route) => {
+    if (![route.method].flat().some((m) => m === 'POST' || m === 'DELETE')) return;
+    route.preValidation = [...[route.preValidation ?? []].flat(), emptyBody] as typeof route.preValidation;
   });
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
   await registerOpenApi(app, core);

@@ -37,9 +37,8 @@ export function createMemoryLimiter(): Limiter {
     for (const [k, w] of windows) if ((w.uses.at(-1) ?? 0) <= now - w.windowMs) windows.delete(k);
   };
 
-  return {
-    async hit(bucket: string, limits: Limits, now: number) {
-      sweep(now);
+  const hitNow = (bucket: string, limits: Limits, now: number) => {
+    sweep(now);
       const minute = Math.floor(now / MINUTE_MS);
       const day = Math.floor(now / DAY_MS);
       const usedMinute = incr(`m:${bucket}`, minute);
@@ -47,6 +46,12 @@ export function createMemoryLimiter(): Limiter {
       // a bucket without a day window (perDay: Infinity) keeps no day counter
       const usedDay = Number.isFinite(limits.perDay) ? incr(`d:${bucket}`, day) : 0;
       return limitResult(limits, usedMinute, usedDay, now, true);
+  };
+
+  return {
+    hitNow,
+    async hit(bucket: string, limits: Limits, now: number) {
+      return hitNow(bucket, limits, now);
     },
     async peek(bucket: string, limits: Limits, now: number) {
       return limitResult(limits, read(`m:${bucket}`, Math.floor(now / MINUTE_MS)), read(`d:${bucket}`, Math.floor(now / DAY_MS)), now, false);

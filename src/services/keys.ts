@@ -91,11 +91,25 @@ export function authenticate(core: Pick<Core, 'keys'>, raw: string, hash: (raw: 
   const key = raw.trim();
   if (!KEY_RE.test(key)) return Promise.reject(invalidKey());
   // (not an async function: one promise per request, on the path of every keyed API call)
-  return core.keys.findKey(hash(key)).then((record) => {
-    if (!record) throw invalidKey();
-    if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator; create a new one`, { hint: { kind: 'create_key' } });
-    return record;
-  });
+  return core.keys.findKey(hash(key)).then(liveKey);
+}
+
+/**
+ * authenticate() answered at once when the store holds the key's record in memory (KeyStore
+ * peekKey); undefined when it must be read. Throws what authenticate rejects with.
+ */
+export function authenticateNow(core: Pick<Core, 'keys'>, raw: string, hash: (raw: string) => string = hashKey): KeyRecord | undefined {
+  const key = raw.trim();
+  if (!KEY_RE.test(key)) throw invalidKey();
+  const record = core.keys.peekKey?.(hash(key));
+  return record === undefined ? undefined : liveKey(record);
+}
+
+/** The record of a live key; 401 for no record or a revoked one (no downgrade). */
+function liveKey(record: KeyRecord | null): KeyRecord {
+  if (!record) throw invalidKey();
+  if (record.revokedAt !== null) throw new AppError('unauthorized', `The API key ${record.prefix}… was revoked by the operator; create a new one`, { hint: { kind: 'create_key' } });
+  return record;
 }
 
 /**

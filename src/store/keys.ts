@@ -30,6 +30,12 @@ export interface KeyStore {
   /** The key with this hash (revoked or not), or null. */
   findKey(hash: string): Promise<KeyRecord | null>;
 
+  /**
+   * `findKey` answered at once when this store holds the answer in memory now (the read cache),
+   * else undefined (ask findKey). Optional: a backend without memory has none.
+   */
+  peekKey?(hash: string): KeyRecord | null | undefined;
+
   /** Every key, oldest first. */
   listKeys(): Promise<KeyRecord[]>;
 

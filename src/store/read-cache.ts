@@ -199,6 +199,10 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
       for (const [k, e] of [...entries]) if (e.expiresAt <= now) forgetKey(k);
     }, () => store.sweepExpired(now)),
     addKey: (key) => write('keys', () => forgetKey(`k ${key.hash}`), () => store.addKey(key)),
+    peekKey(hash) {
+      const hit = fresh(`k ${hash}`, 0);
+      return hit ? { ...(hit.value as KeyRecord) } : undefined;
+    },
     findKey(hash) {
       const k = `k ${hash}`;
       const hit = fresh(k, 0);

@@ -7,7 +7,7 @@ import { AppError } from '../../domain/errors.ts';
 import { ipBucket } from '../../domain/limits.ts';
 import { hitClient, limitHeaders, type LimitResult } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
-import { authenticate, keyHasher, keyUseRecorder } from '../../services/keys.ts';
+import { authenticate, authenticateNow, keyHasher, keyUseRecorder } from '../../services/keys.ts';
 import type { KeyRecord } from '../../store/keys.ts';
 import { WEB_LIMITS, isPageRequest } from './web-caller.ts';
 
@@ -123,18 +123,21 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
   };
 
   /** Counts (or peeks) the request in the caller's bucket, sets the headers, admits or refuses. */
+  const admitted = (request: FastifyRequest, reply: FastifyReply, caller: Caller, result: LimitResult, done: HookHandlerDoneFunction): void => {
+    caller.usage = result;
+    request.caller = caller;
+    setLimitHeaders(reply, result);
+    done(result.allowed ? undefined : reject(caller, result));
+  };
   const admit = (request: FastifyRequest, reply: FastifyReply, caller: Caller, done: HookHandlerDoneFunction): void => {
     const now = core.clock.now();
     const counted = (request.routeOptions.config?.quota ?? 'count') === 'count';
+    // a limiter in this process's memory counts at once (no promise turn on the request path)
+    if (caller.ip === undefined && counted && core.limiter.hitNow) return admitted(request, reply, caller, core.limiter.hitNow(caller.bucket, caller.limits, now), done);
     (caller.ip !== undefined
       ? hitClient(core.limiter, caller.ip, caller.limits, now, counted)
       : counted ? core.limiter.hit(caller.bucket, caller.limits, now) : core.limiter.peek(caller.bucket, caller.limits, now)).then(
-      (result) => {
-        caller.usage = result;
-        request.caller = caller;
-        setLimitHeaders(reply, result);
-        done(result.allowed ? undefined : reject(caller, result));
-      },
+      (result) => admitted(request, reply, caller, result, done),
       done,
     );
   };
@@ -174,7 +177,18 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
       const anonymous: Caller = { kind: 'anonymous', key: null, bucket: ipBucket(request.ip), limits: core.config.anon, concurrentWaits: 0, ip: request.ip };
       return admit(request, reply, anonymous, done);
     }
-    // (a key's record comes through the store's read cache: a revocation shows within its 250 ms)
+    // (a key's record comes through the store's read cache: a revocation shows within its 250 ms;
+    // one held there now is used at once, without a promise turn)
+    let known: KeyRecord | undefined;
+    try {
+      known = authenticateNow(core, raw, hash);
+    } catch (err) {
+      return refuse(request, reply, err, done);
+    }
+    if (known) {
+      recordUse(known.hash, core.clock.now());
+      return admit(request, reply, keyCaller(known), done);
+    }
     authenticate(core, raw, hash).then((key) => {
       recordUse(key.hash, core.clock.now());
       admit(request, reply, keyCaller(key), done);

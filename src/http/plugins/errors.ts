@@ -96,7 +96,8 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
     return sendError(core, reply, appErr);
   });
   // Query numbers must be finite: the validator coerces "1e309" to Infinity and lets it through.
-  app.addHook('preHandler', (request, _reply, done) => {
+  // (on the routes whose query has a schema: elsewhere nothing is coerced)
+  const finiteQuery = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
     const q = request.query as Record<string, unknown> | undefined;
     if (q && typeof q === 'object') {
       for (const k of Object.keys(q)) {
@@ -105,6 +106,10 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
       }
     }
     done();
+  };
+  app.addHook('onRoute', (route) => {
+    if (!route.schema?.querystring) return;
+    route.preHandler = [...[route.preHandler ?? []].flat(), finiteQuery] as typeof route.preHandler;
   });
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => sendError(core, reply, routeNotFound(request)));
 }
