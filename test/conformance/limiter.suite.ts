@@ -55,6 +55,18 @@ export function limiterSuite(name: string, harness: LimiterHarness): void {
       assert.equal((await l.hit(bucket(), limits, t + 10)).usedMinute, 1, 'buckets are independent');
     });
 
+    withLimiter('hitNow, where a limiter has it (in memory), counts in the same buckets as hit', async (l) => {
+      if (!l.hitNow) return; // (a limiter shared across processes answers through hit only)
+      const b = bucket();
+      const limits = { perMinute: 3, perDay: 100 };
+      const t = minuteStart();
+      assert.equal(l.hitNow(b, limits, t + 1).usedMinute, 1);
+      assert.equal((await l.hit(b, limits, t + 2)).usedMinute, 2);
+      assert.equal(l.hitNow(b, limits, t + 3).remaining, 0);
+      const over = l.hitNow(b, limits, t + 4);
+      assert.deepEqual([over.allowed, over.reason, over.usedDay], [false, 'rate_limited', 3]);
+    });
+
     withLimiter('perDay: Infinity is a minute window alone: no day count, rate_limited until the next minute', async (l) => {
       const b = bucket();
       const limits = { perMinute: 2, perDay: Infinity };

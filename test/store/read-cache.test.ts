@@ -81,14 +81,17 @@ test('a write made elsewhere shows within 250 ms: a key revoked behind the cache
     await inner.revokeKeys('eph_abcdefgh', now); // another process (the operator's CLI)
     t = 249;
     assert.equal((await store.findKey(hash))?.revokedAt, null, 'still the cached record within 250 ms');
+    assert.equal(store.peekKey?.(hash)?.revokedAt, null, 'peekKey: the record at hand, under the same rule');
     assert.equal(c.reads.findKey, 1);
     t = 250;
+    assert.equal(store.peekKey?.(hash), undefined, 'peekKey: nothing at hand at 250 ms (ask findKey)');
     assert.equal((await store.findKey(hash))?.revokedAt, now, 'read again at 250 ms');
     // the same revocation through the cache is seen at once
     const other = 'b'.repeat(64);
     await store.addKey({ ...keyRecord(other, now), prefix: 'eph_zzzzzzzz' });
     assert.equal((await store.findKey(other))?.revokedAt, null);
     await store.revokeKeys('eph_zzzzzzzz', now);
+    assert.equal(store.peekKey?.(other), undefined, 'a revocation through the cache forgets the record at once');
     assert.equal((await store.findKey(other))?.revokedAt, now);
   } finally {
     await store.close();
