@@ -327,7 +327,7 @@ export function createSummaryJson(serialize: (wire: WireSummary) => string): (e:
 }
 
 /** Bytes of email JSON kept by createEmailJson, in all and per email. */
-const EMAIL_JSON_MAX_BYTES = 32 * 1024 * 1024;
+const EMAIL_JSON_MAX_BYTES = 16 * 1024 * 1024;
 const EMAIL_JSON_MAX_ENTRY_BYTES = 2 * 1024 * 1024;
 
 /**
