@@ -53,6 +53,8 @@ export interface AuthenticationService {
    * node stopped, a queue was full); a younger one is left to the node that stored it.
    */
   get(messageKey: string, receivedAt: number): Promise<Authentication | null>;
+  /** Complete verdicts this node holds in memory, else undefined (ask get). */
+  peek(messageKey: string): Authentication | undefined;
   /** Resolves once no verdict is computing or waiting (tests, shutdown). */
   idle(): Promise<void>;
   readonly waiting: number;
@@ -228,6 +230,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       arrived();
       schedule(messageKey, { envelope, raw });
     },
+    peek: (key) => cache.get(key),
     async get(key, receivedAt) {
       const hit = cache.get(key);
       if (hit) return hit;

@@ -6,7 +6,9 @@ import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
 import { AUTHENTICATION_VIEW, STORED_VIEWS } from '../derive/registry.ts';
 import { FILTER_FIELDS, FILTER_MAX_CHARS, searchNeedle, type FilterField } from '../domain/search.ts';
 import type { EmailSummary } from '../domain/summary.ts';
-import type { ListQuery, StoredBytes } from '../store/store.ts';
+import type { MessageViews } from '../domain/message.ts';
+import type { Authentication } from './authentication.ts';
+import type { ListQuery, StoredBytes, StoredEmail } from '../store/store.ts';
 import type { Core } from './core.ts';
 import type { Reader } from './views.ts';
 
@@ -237,7 +239,23 @@ export async function rowAndViews(core: Core, id: string, reader?: Reader) {
  */
 export async function getEmail(core: Core, id: string, reader?: Reader): Promise<EmailFull> {
   const { row: r, views: v } = await rowAndViews(core, id, reader);
-  const authentication = await core.authentication.get(r.messageKey, r.receivedAt);
+  return fullEmail(r, v, await core.authentication.get(r.messageKey, r.receivedAt));
+}
+
+/**
+ * getEmail answered at once when its row, views and complete verdicts are all in memory now (the
+ * read cache, the views' and the verdicts' caches), else undefined (ask getEmail): the common read
+ * of an email read before takes no promise turn.
+ */
+export function getEmailNow(core: Core, id: string): EmailFull | undefined {
+  if (!isUuid(id)) return undefined;
+  const r = core.store.peekEmail?.(id.toLowerCase(), core.clock.now());
+  const v = r && core.views.peek(r.messageKey);
+  const a = v && core.authentication.peek(r.messageKey);
+  return a ? fullEmail(r, v, a) : undefined;
+}
+
+function fullEmail(r: StoredEmail, v: MessageViews, authentication: Authentication | null): EmailFull {
   // the row's fields, then the views in the registry's order: one object of a fixed shape per read
   const email: Record<string, unknown> = {
     id: r.id, address: r.address, sender: r.sender, mailedBy: r.mailedBy, subject: r.subject,

@@ -50,6 +50,8 @@ export const deriveBudgetMs = (bytes: number) =>
 export interface ViewService {
   /** The views of a message; null when the message is gone. Derives them on first call, queued as `reader`'s. */
   get(messageKey: string, reader?: Reader): Promise<MessageViews | null>;
+  /** The views when this service holds them in memory now, else undefined (ask get). */
+  peek(messageKey: string): MessageViews | undefined;
   /**
    * Makes the search text of a message that has none (stored before search texts existed), in the
    * background: lowest priority, one at a time, at most SEARCH_BACKFILL_MAX queued (more are dropped
@@ -246,6 +248,7 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
   }
 
   return {
+    peek: (key) => cache.get(key)?.views,
     async get(key, reader = SERVICE_READER) {
       const hit = cache.get(key);
       if (hit) return hit.views;

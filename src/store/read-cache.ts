@@ -164,6 +164,11 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
       });
     },
     hasEmails: (address, now) => store.hasEmails(address, now),
+    peekEmail(id, now) {
+      if (!emails) return undefined;
+      const hit = fresh(`e ${id.toLowerCase()}`, now);
+      return hit ? { ...(hit.value as StoredEmail) } : undefined;
+    },
     getEmail(id, now) {
       if (!emails) return store.getEmail(id, now);
       const k = `e ${id.toLowerCase()}`;

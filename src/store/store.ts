@@ -124,6 +124,12 @@ export interface MailRows {
   getEmail(id: string, now: number): Promise<StoredEmail | null>;
 
   /**
+   * `getEmail` answered at once when this store holds the live row in memory now (the read cache),
+   * else undefined (ask getEmail). Optional: a backend without memory has none.
+   */
+  peekEmail?(id: string, now: number): StoredEmail | undefined;
+
+  /**
    * Whether the search text of each email's message contains `needle` (a needle in search form,
    * domain/search.ts), in the order of `ids`: true or false, or null when the email is gone (deleted,
    * expired by `now`) or its message has no search text (stored before search texts existed). Reads

@@ -22,7 +22,8 @@ export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
       response: { 200: EmailBody, ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request, reply) => {
-    const e = await emails.getEmail(core, request.params.id, readerOf(request.ip));
+    // an email read before is at hand (no promise turn); else it is read (and derived when new)
+    const e = emails.getEmailNow(core, request.params.id) ?? await emails.getEmail(core, request.params.id, readerOf(request.ip));
     emailJson ??= createEmailJson(reply.compileSerializationSchema(EmailBody) as (body: { data: unknown }) => string, core);
     // the 200 body as JSON bytes, exactly what the response schema serializes (kept per email: wire.ts), sent as they are
     reply.type('application/json; charset=utf-8');
