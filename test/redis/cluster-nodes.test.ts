@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { until } from '../helpers/time.ts';
-import { startNode, type Node } from './nodes.ts';
+import { startNodes, type Node } from './nodes.ts';
 import { SKIP_SERVER, startCluster, type RedisCluster, describeRedis } from './servers.ts';
 
 const enc = encodeURIComponent;
@@ -19,7 +19,7 @@ describeRedis('two ephemail nodes on a 3-master Redis Cluster', { skip: SKIP_SER
   before(async () => {
     cluster = await startCluster(3);
     const env = { EPHEMAIL_STORE: cluster.url, EPHEMAIL_SESSION_SECRET: 'cluster-test-secret-of-at-least-32-bytes', EPHEMAIL_LIMIT_KEY_PER_MINUTE: '20', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000' };
-    [a, b] = await Promise.all([startNode('A', env), startNode('B', env)]);
+    [a, b] = await startNodes(['A', 'B'], env);
   });
   after(async () => {
     const codes = await Promise.all([a?.stop(), b?.stop()]);

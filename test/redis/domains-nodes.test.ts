@@ -14,7 +14,7 @@ import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from
 import { BIN } from '../helpers/serve.ts';
 import { sendRaw } from '../helpers/smtp.ts';
 import { until } from '../helpers/time.ts';
-import { startNode, type Node } from './nodes.ts';
+import { startNode, startNodes, type Node } from './nodes.ts';
 import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, describeRedis, dropPrefix, testStoreUrl } from './servers.ts';
 
 const TOKEN = 'pair-admin-token-0123456789abcdefghijkl';
@@ -112,7 +112,7 @@ describeRedis('domains and the admin API on two nodes of one Redis', { skip: SKI
       EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000',
       EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '20',
     };
-    [A, B] = await Promise.all([startNode('A', env), startNode('B', env)]);
+    [A, B] = await startNodes(['A', 'B'], env);
   });
 
   after(async () => {
@@ -204,7 +204,7 @@ describeRedis('domains and the admin API on two nodes of one Redis', { skip: SKI
     const address = `restart-${randomUUID().slice(0, 8)}@cli-pair.example`;
     assert.match((await B.send(address, 'before the restart')).response, /^250/);
     assert.deepEqual(await Promise.all(pair().map((n) => n.stop())), [0, 0]);
-    [A, B] = await Promise.all([startNode('A again', env), startNode('B again', env)]);
+    [A, B] = await startNodes(['A again', 'B again'], env);
     for (const n of pair()) {
       assert.deepEqual(await listed(n), ['ephemail.test', 'cli-pair.example'], n.name);
       assert.ok(await serves(n, 'cli-pair.example'));

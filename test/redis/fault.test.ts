@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { until } from '../helpers/time.ts';
-import { startNode, type Node } from './nodes.ts';
+import { startNode, startNodes, type Node } from './nodes.ts';
 import { SKIP_SERVER, startRedis, type RedisProcess, describeRedis } from './servers.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -26,7 +26,7 @@ describeRedis('Redis fault: stop under traffic, come back', { skip: SKIP_SERVER,
   before(async () => {
     redis = await startRedis({ appendfsync: 'always' });
     const env = { EPHEMAIL_STORE: redis.url, EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000' };
-    [node, other] = await Promise.all([startNode('F', env), startNode('G', env)]);
+    [node, other] = await startNodes(['F', 'G'], env);
     // traffic: two SMTP senders and one API reader, until told to stop (bounded)
     const sender = async (n: number) => {
       for (let i = 0; running && i < 5000; i++) {

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, it } from 'node:test';
 import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
 import { message, sendRaw } from '../helpers/smtp.ts';
-import { startNode, type Node } from './nodes.ts';
+import { startNodes, type Node } from './nodes.ts';
 import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, describeRedis, dropPrefix, testStoreUrl } from './servers.ts';
 
 const prefix = `ephtest:faults:${randomUUID().slice(0, 8)}:`;
@@ -27,7 +27,7 @@ describeRedis('SMTP faults on two nodes of one Redis', { skip: SKIP_REDIS, concu
       EPHEMAIL_SESSION_SECRET: 'faults-nodes-test-secret-of-at-least-32-bytes',
       EPHEMAIL_LIMIT_KEYS_PER_IP_PER_DAY: '20',
     };
-    [A, B] = await Promise.all([startNode('A', env), startNode('B', env)]);
+    [A, B] = await startNodes(['A', 'B'], env);
     key = (await (await A.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key;
   });
   after(async () => {

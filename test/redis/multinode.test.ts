@@ -10,7 +10,7 @@ import { resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
 import { until } from '../helpers/time.ts';
-import { startNode, type Node } from './nodes.ts';
+import { startNodes, type Node } from './nodes.ts';
 import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis, testStoreUrl } from './servers.ts';
 
 const PER_MINUTE = 30;
@@ -47,7 +47,7 @@ describeRedis('three ephemail nodes, one Redis', { skip: SKIP_REDIS, concurrency
       EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000',
       EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000',
     };
-    nodes = await Promise.all(['A', 'B', 'C'].map((n) => startNode(n, env)));
+    nodes = await startNodes(['A', 'B', 'C'], env);
   });
 
   after(async () => {

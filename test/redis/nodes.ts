@@ -21,6 +21,19 @@ export interface Node {
   kill(): Promise<void>;
 }
 
+/**
+ * Starts several nodes at once; when one fails to start, the others that did are stopped before the
+ * error is thrown (a test that failed in its `before` would otherwise leave them running, and the
+ * test process waiting on them).
+ */
+export async function startNodes(names: string[], env: Record<string, string> | ((name: string) => Record<string, string>)): Promise<Node[]> {
+  const settled = await Promise.allSettled(names.map((n) => startNode(n, typeof env === 'function' ? env(n) : env)));
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (!failed) return settled.map((r) => (r as PromiseFulfilledResult<Node>).value);
+  await Promise.all(settled.map((r) => (r.status === 'fulfilled' ? r.value.kill() : undefined)));
+  throw failed.reason;
+}
+
 export async function startNode(name: string, env: Record<string, string>): Promise<Node> {
   const { child, http, smtpPort, logs } = await spawnServe(env, { name, inheritEnv: false });
   return {

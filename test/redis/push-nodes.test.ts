@@ -9,7 +9,7 @@ import { Webhook } from 'standardwebhooks';
 import { closeClient, connect, parseRedisUrl, whenReady, type RedisClient } from '../../src/redis/client.ts';
 import { startReceiver } from '../helpers/receiver.ts';
 import { openStream } from '../helpers/sse.ts';
-import { startNode, type Node } from './nodes.ts';
+import { startNode, startNodes, type Node } from './nodes.ts';
 import { SKIP_REDIS, TEST_REDIS_URL, countPrefix, dropPrefix, describeRedis, testStoreUrl } from './servers.ts';
 
 const prefix = `ephtest:push:${randomUUID().slice(0, 8)}:`;
@@ -40,7 +40,7 @@ describeRedis('push across three nodes on one Redis', { skip: SKIP_REDIS, concur
   before(async () => {
     redis = connect(parseRedisUrl(TEST_REDIS_URL));
     await whenReady(redis, 10_000);
-    nodes = await Promise.all(['A', 'B', 'C'].map((n) => startNode(n, envFor(prefix))));
+    nodes = await startNodes(['A', 'B', 'C'], envFor(prefix));
   });
   after(async () => {
     await Promise.all(nodes.map((n) => n.stop()));
