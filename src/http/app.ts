@@ -1,7 +1,7 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
 import { Ajv } from 'ajv';
 import { BlockList, isIP } from 'node:net';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.ts';
 import { BODY_LIMIT } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
@@ -9,6 +9,7 @@ import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
 import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
 import { registerCors } from './plugins/cors.ts';
+import { appendRouteHook } from './plugins/route-hooks.ts';
 import { hitClient } from '../limiter/limiter.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
 import { countRequests, registerProbes } from './probes.ts';
@@ -154,13 +155,12 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
   // An absent body is an empty object: POST /inboxes and /keys take an optional body.
   // (callback-style, as every hook on the request path: an async hook costs a promise per request;
   // on the routes that take a body only)
-  const emptyBody = (request: FastifyRequest, _reply: unknown, done: () => void) => {
-    if (request.body === undefined) request.body = {};
-    done();
-  };
   app.addHook('onRoute', (route) => {
     if (![route.method].flat().some((m) => m === 'POST' || m === 'DELETE')) return;
-    route.preValidation = [...[route.preValidation ?? []].flat(), emptyBody] as typeof route.preValidation;
+    appendRouteHook(route, 'preValidation', (request, _reply, done) => {
+      if (request.body === undefined) request.body = {};
+      done();
+    });
   });
   for (const s of SHARED_SCHEMAS) app.addSchema(s);
   await registerOpenApi(app, core);

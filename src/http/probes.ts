@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { counterCache } from '../metrics.ts';
 import type { Core } from '../services/core.ts';
+import { appendRouteHook } from './plugins/route-hooks.ts';
 
 const text = 'text/plain; charset=utf-8';
 
@@ -43,8 +44,7 @@ export function countRequests(app: FastifyInstance, core: Core): void {
       child(request.method, url, String(reply.statusCode)).inc();
       done();
     };
-    const existing = route.onResponse;
-    route.onResponse = existing ? [...(Array.isArray(existing) ? existing : [existing]), hook] : [hook];
+    appendRouteHook(route, 'onResponse', hook);
   });
   // a request that matched no route is a 404 of the not-found handler (its route options are read
   // only then)

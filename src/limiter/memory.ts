@@ -39,13 +39,13 @@ export function createMemoryLimiter(): Limiter {
 
   const hitNow = (bucket: string, limits: Limits, now: number) => {
     sweep(now);
-      const minute = Math.floor(now / MINUTE_MS);
-      const day = Math.floor(now / DAY_MS);
-      const usedMinute = incr(`m:${bucket}`, minute);
-      if (usedMinute > limits.perMinute) return limitResult(limits, usedMinute, read(`d:${bucket}`, day), now, true);
-      // a bucket without a day window (perDay: Infinity) keeps no day counter
-      const usedDay = Number.isFinite(limits.perDay) ? incr(`d:${bucket}`, day) : 0;
-      return limitResult(limits, usedMinute, usedDay, now, true);
+    const minute = Math.floor(now / MINUTE_MS);
+    const day = Math.floor(now / DAY_MS);
+    const usedMinute = incr(`m:${bucket}`, minute);
+    if (usedMinute > limits.perMinute) return limitResult(limits, usedMinute, read(`d:${bucket}`, day), now, true);
+    // a bucket without a day window (perDay: Infinity) keeps no day counter
+    const usedDay = Number.isFinite(limits.perDay) ? incr(`d:${bucket}`, day) : 0;
+    return limitResult(limits, usedMinute, usedDay, now, true);
   };
 
   return {

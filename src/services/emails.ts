@@ -2,11 +2,10 @@
 import { parseAddress, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
-import type { AttachmentMeta, EmailFull } from '../domain/message.ts';
+import type { AttachmentMeta, EmailFull, MessageViews } from '../domain/message.ts';
 import { AUTHENTICATION_VIEW, STORED_VIEWS } from '../derive/registry.ts';
 import { FILTER_FIELDS, FILTER_MAX_CHARS, searchNeedle, type FilterField } from '../domain/search.ts';
 import type { EmailSummary } from '../domain/summary.ts';
-import type { MessageViews } from '../domain/message.ts';
 import type { Authentication } from './authentication.ts';
 import type { ListQuery, StoredBytes, StoredEmail } from '../store/store.ts';
 import type { Core } from './core.ts';

@@ -86,23 +86,18 @@ export async function mintKey(core: Pick<Core, 'config' | 'clock' | 'limiter' | 
   return { apiKey, record };
 }
 
-/** The live key for a raw key string; 401 unauthorized when it is malformed, unknown or revoked (no downgrade). */
-export function authenticate(core: Pick<Core, 'keys'>, raw: string, hash: (raw: string) => string = hashKey): Promise<KeyRecord> {
-  const key = raw.trim();
-  if (!KEY_RE.test(key)) return Promise.reject(invalidKey());
-  // (not an async function: one promise per request, on the path of every keyed API call)
-  return core.keys.findKey(hash(key)).then(liveKey);
-}
-
 /**
- * authenticate() answered at once when the store holds the key's record in memory (KeyStore
- * peekKey); undefined when it must be read. Throws what authenticate rejects with.
+ * The live key for a raw key string; 401 unauthorized when it is malformed, unknown or revoked (no
+ * downgrade). At once when the store holds the key's record in memory (KeyStore peekKey), else a
+ * promise (not an async function: no promise turn on the path of every keyed API call). A malformed
+ * key throws; a key read from the store and refused rejects.
  */
-export function authenticateNow(core: Pick<Core, 'keys'>, raw: string, hash: (raw: string) => string = hashKey): KeyRecord | undefined {
+export function authenticate(core: Pick<Core, 'keys'>, raw: string, hash: (raw: string) => string = hashKey): KeyRecord | Promise<KeyRecord> {
   const key = raw.trim();
   if (!KEY_RE.test(key)) throw invalidKey();
-  const record = core.keys.peekKey?.(hash(key));
-  return record === undefined ? undefined : liveKey(record);
+  const h = hash(key);
+  const record = core.keys.peekKey?.(h);
+  return record === undefined ? core.keys.findKey(h).then(liveKey) : liveKey(record);
 }
 
 /** The record of a live key; 401 for no record or a revoked one (no downgrade). */

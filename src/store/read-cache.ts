@@ -126,6 +126,17 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     });
   };
 
+  /** A live row or key record held now (a copy: callers may change it), else undefined. */
+  const peekEmail = (id: string, now: number): StoredEmail | undefined => {
+    if (!emails) return undefined;
+    const hit = fresh(`e ${id.toLowerCase()}`, now);
+    return hit ? { ...(hit.value as StoredEmail) } : undefined;
+  };
+  const peekKey = (hash: string): KeyRecord | undefined => {
+    const hit = fresh(`k ${hash}`, 0);
+    return hit ? { ...(hit.value as KeyRecord) } : undefined;
+  };
+
   return {
     get capabilities() {
       return store.capabilities;
@@ -164,16 +175,12 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
       });
     },
     hasEmails: (address, now) => store.hasEmails(address, now),
-    peekEmail(id, now) {
-      if (!emails) return undefined;
-      const hit = fresh(`e ${id.toLowerCase()}`, now);
-      return hit ? { ...(hit.value as StoredEmail) } : undefined;
-    },
+    peekEmail,
     getEmail(id, now) {
       if (!emails) return store.getEmail(id, now);
       const k = `e ${id.toLowerCase()}`;
-      const hit = fresh(k, now);
-      if (hit) return Promise.resolve({ ...(hit.value as StoredEmail) });
+      const hit = peekEmail(id, now);
+      if (hit) return Promise.resolve(hit);
       return read('emails', () => store.getEmail(id, now), (row, readAt) => {
         if (row) put(k, { value: { ...row }, readAt, now, expiresAt: row.expiresAt, address: row.address, bytes: summaryBytes(row) + 2 * row.messageKey.length });
       });
@@ -204,14 +211,11 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
       for (const [k, e] of [...entries]) if (e.expiresAt <= now) forgetKey(k);
     }, () => store.sweepExpired(now)),
     addKey: (key) => write('keys', () => forgetKey(`k ${key.hash}`), () => store.addKey(key)),
-    peekKey(hash) {
-      const hit = fresh(`k ${hash}`, 0);
-      return hit ? { ...(hit.value as KeyRecord) } : undefined;
-    },
+    peekKey,
     findKey(hash) {
       const k = `k ${hash}`;
-      const hit = fresh(k, 0);
-      if (hit) return Promise.resolve({ ...(hit.value as KeyRecord) });
+      const hit = peekKey(hash);
+      if (hit) return Promise.resolve(hit);
       return read('keys', () => store.findKey(hash), (key, readAt) => {
         if (key) put(k, { value: { ...key }, readAt, now: 0, expiresAt: Infinity, address: '', bytes: keyBytes(key) });
       });

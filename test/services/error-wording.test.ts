@@ -56,7 +56,7 @@ test('key refusals: the service names the next step (create a key), the API says
   const store = createSqliteStore(':memory:');
   const core = { config: loadConfig({}), keys: store, limiter: createMemoryLimiter(), clock: { now: () => Date.now() } } as unknown as Core;
   try {
-    const refused = (raw: string) => refusal(() => authenticate(core, raw));
+    const refused = (raw: string) => refusal(async () => authenticate(core, raw));
     const { apiKey, record } = await mintKey(core, { label: 'w' }, 'ip:127.0.0.1');
     for (const err of [await refused('not a key'), await refused(apiKey.slice(0, -1) + (apiKey.endsWith('A') ? 'B' : 'A'))]) {
       assert.equal(err.type, 'unauthorized');

@@ -7,7 +7,7 @@ import { AppError } from '../../domain/errors.ts';
 import { ipBucket } from '../../domain/limits.ts';
 import { hitClient, limitHeaders, type LimitResult } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
-import { authenticate, authenticateNow, keyHasher, keyUseRecorder } from '../../services/keys.ts';
+import { authenticate, keyHasher, keyUseRecorder } from '../../services/keys.ts';
 import type { KeyRecord } from '../../store/keys.ts';
 import { WEB_LIMITS, isPageRequest } from './web-caller.ts';
 
@@ -179,19 +179,17 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
     }
     // (a key's record comes through the store's read cache: a revocation shows within its 250 ms;
     // one held there now is used at once, without a promise turn)
-    let known: KeyRecord | undefined;
+    let found: KeyRecord | Promise<KeyRecord>;
     try {
-      known = authenticateNow(core, raw, hash);
+      found = authenticate(core, raw, hash);
     } catch (err) {
       return refuse(request, reply, err, done);
     }
-    if (known) {
-      recordUse(known.hash, core.clock.now());
-      return admit(request, reply, keyCaller(known), done);
-    }
-    authenticate(core, raw, hash).then((key) => {
+    const use = (key: KeyRecord) => {
       recordUse(key.hash, core.clock.now());
       admit(request, reply, keyCaller(key), done);
-    }, (err) => refuse(request, reply, err, done));
+    };
+    if (found instanceof Promise) found.then(use, (err) => refuse(request, reply, err, done));
+    else use(found);
   });
 }

@@ -3,6 +3,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, StoreUnavailableError, type ErrorType, describeError, type ErrorWording } from '../../domain/errors.ts';
 import type { Core } from '../../services/core.ts';
+import { appendRouteHook } from './route-hooks.ts';
 
 export function envelope(core: Core, type: ErrorType, message: string) {
   return { error: { type, message, docs: `${core.baseUrl()}/docs#error-${type}` } };
@@ -108,8 +109,7 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
     done();
   };
   app.addHook('onRoute', (route) => {
-    if (!route.schema?.querystring) return;
-    route.preHandler = [...[route.preHandler ?? []].flat(), finiteQuery] as typeof route.preHandler;
+    if (route.schema?.querystring) appendRouteHook(route, 'preHandler', finiteQuery);
   });
   app.setNotFoundHandler((request: FastifyRequest, reply: FastifyReply) => sendError(core, reply, routeNotFound(request)));
 }

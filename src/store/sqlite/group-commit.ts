@@ -267,6 +267,11 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
     scheduled = true;
     nextTurn(flush);
   };
+  /** Lazy writes waited long enough (or are many): they commit in a batch of their own. */
+  const commitDeferred = () => {
+    takeDeferred(); // (also stops the timer)
+    if (!inFlight) schedule();
+  };
   return {
     stats: () => ({ threadBatches: committed.thread, localBatches: committed.local, threadReady: writerReady && !writerDead && writer !== null }),
     write: (job, options) =>
@@ -275,16 +280,8 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
         startWriter();
         if (options?.lazy && !writerDead) {
           deferred.push({ job, resolve, reject });
-          if (deferred.length >= LAZY_MAX) {
-            takeDeferred();
-            if (!inFlight) schedule();
-          } else {
-            lazyTimer ??= later(() => {
-              lazyTimer = null;
-              takeDeferred();
-              if (!inFlight) schedule();
-            }, LAZY_MS);
-          }
+          if (deferred.length >= LAZY_MAX) commitDeferred();
+          else lazyTimer ??= later(commitDeferred, LAZY_MS);
           return;
         }
         queue.push({ job, resolve, reject });
