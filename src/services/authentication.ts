@@ -73,6 +73,8 @@ export interface AuthenticationOptions {
   /** The `verdicts` lane of the service's pool (assemble.ts); absent: a lane of its own, closed with the service. */
   pool?: Lane;
   now?: () => number;
+  /** Real-time milliseconds for the busy windows (default performance.now; a test moves its own). */
+  monotonic?: () => number;
   /** Observes each verdict: seconds taken and the SPF result (metrics, tests). */
   onComputed?: (seconds: number, verdict: Authentication) => void;
 }
@@ -108,11 +110,12 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
   let idleWaiters: (() => void)[] = [];
 
   // messages stored per window of BUSY_WINDOW_MS (real time, whatever the service's clock says)
+  const monotonic = options.monotonic ?? (() => performance.now());
   let windowAt = 0;
   let inWindow = 0;
   let inPrevious = 0;
   const arrived = () => {
-    const t = performance.now();
+    const t = monotonic();
     if (t - windowAt >= BUSY_WINDOW_MS) {
       inPrevious = t - windowAt >= 2 * BUSY_WINDOW_MS ? 0 : inWindow;
       inWindow = 0;
@@ -121,7 +124,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
     inWindow++;
   };
   const busy = () => {
-    const t = performance.now();
+    const t = monotonic();
     if (t - windowAt >= 2 * BUSY_WINDOW_MS) return false;
     if (t - windowAt >= BUSY_WINDOW_MS) return inWindow > BUSY_MESSAGES;
     return inWindow > BUSY_MESSAGES || inPrevious > BUSY_MESSAGES;
