@@ -3,21 +3,29 @@
 import type { Limits } from '../config.ts';
 import { DAY_MS, MINUTE_MS, limitResult, type Limiter, type TakeResult } from './limiter.ts';
 
+interface Counter {
+  window: number;
+  count: number;
+}
+
 export function createMemoryLimiter(): Limiter {
-  const counters = new Map<string, { window: number; count: number }>();
+  // by bucket, one map per window kind: a request's bucket string is looked up as it is (no key is
+  // built per request)
+  const minutes = new Map<string, Counter>();
+  const days = new Map<string, Counter>();
   const slots = new Map<string, Map<number, number>>(); // bucket → slot id → lease expiry
   const windows = new Map<string, { windowMs: number; uses: number[] }>(); // take(): bucket → use times, oldest first
   let nextSlot = 1;
   let sweepAt = 0;
 
-  const read = (key: string, window: number) => {
-    const c = counters.get(key);
+  const read = (counters: Map<string, Counter>, bucket: string, window: number) => {
+    const c = counters.get(bucket);
     return c && c.window === window ? c.count : 0;
   };
-  const incr = (key: string, window: number) => {
-    const c = counters.get(key);
+  const incr = (counters: Map<string, Counter>, bucket: string, window: number) => {
+    const c = counters.get(bucket);
     if (c === undefined) {
-      counters.set(key, { window, count: 1 });
+      counters.set(bucket, { window, count: 1 });
       return 1;
     }
     if (c.window !== window) {
@@ -31,9 +39,8 @@ export function createMemoryLimiter(): Limiter {
     sweepAt = now + MINUTE_MS;
     const minute = Math.floor(now / MINUTE_MS);
     const day = Math.floor(now / DAY_MS);
-    for (const [k, c] of counters) {
-      if (c.window !== (k.startsWith('m:') ? minute : day)) counters.delete(k);
-    }
+    for (const [k, c] of minutes) if (c.window !== minute) minutes.delete(k);
+    for (const [k, c] of days) if (c.window !== day) days.delete(k);
     for (const [k, w] of windows) if ((w.uses.at(-1) ?? 0) <= now - w.windowMs) windows.delete(k);
   };
 
@@ -41,10 +48,10 @@ export function createMemoryLimiter(): Limiter {
     sweep(now);
     const minute = Math.floor(now / MINUTE_MS);
     const day = Math.floor(now / DAY_MS);
-    const usedMinute = incr(`m:${bucket}`, minute);
-    if (usedMinute > limits.perMinute) return limitResult(limits, usedMinute, read(`d:${bucket}`, day), now, true);
+    const usedMinute = incr(minutes, bucket, minute);
+    if (usedMinute > limits.perMinute) return limitResult(limits, usedMinute, read(days, bucket, day), now, true);
     // a bucket without a day window (perDay: Infinity) keeps no day counter
-    const usedDay = Number.isFinite(limits.perDay) ? incr(`d:${bucket}`, day) : 0;
+    const usedDay = Number.isFinite(limits.perDay) ? incr(days, bucket, day) : 0;
     return limitResult(limits, usedMinute, usedDay, now, true);
   };
 
@@ -54,7 +61,7 @@ export function createMemoryLimiter(): Limiter {
       return hitNow(bucket, limits, now);
     },
     async peek(bucket: string, limits: Limits, now: number) {
-      return limitResult(limits, read(`m:${bucket}`, Math.floor(now / MINUTE_MS)), read(`d:${bucket}`, Math.floor(now / DAY_MS)), now, false);
+      return limitResult(limits, read(minutes, bucket, Math.floor(now / MINUTE_MS)), read(days, bucket, Math.floor(now / DAY_MS)), now, false);
     },
     async acquireWait(bucket: string, max: number, leaseMs: number, now: number) {
       let held = slots.get(bucket);
@@ -89,7 +96,8 @@ export function createMemoryLimiter(): Limiter {
       return { ok: true };
     },
     async close() {
-      counters.clear();
+      minutes.clear();
+      days.clear();
       slots.clear();
       windows.clear();
     },

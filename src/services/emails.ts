@@ -251,8 +251,17 @@ export function getEmailNow(core: Core, id: string): EmailFull | undefined {
   const r = core.store.peekEmail?.(id.toLowerCase(), core.clock.now());
   const v = r && core.views.peek(r.messageKey);
   const a = v && core.authentication.peek(r.messageKey);
-  return a ? fullEmail(r, v, a) : undefined;
+  if (!a) return undefined;
+  // the same row, views and verdicts as last time: the same email object (the caches hand out kept,
+  // unchanging objects, so a reader may keep what it made of one by identity: wire.ts createEmailJson)
+  const made = fullEmails.get(r);
+  if (made && made.views === v && made.authentication === a) return made.email;
+  const email = fullEmail(r, v, a);
+  fullEmails.set(r, { views: v, authentication: a, email });
+  return email;
 }
+/** The email last made of a row the read cache holds (gone with the row: weakly held). */
+const fullEmails = new WeakMap<StoredEmail, { views: MessageViews; authentication: Authentication; email: EmailFull }>();
 
 function fullEmail(r: StoredEmail, v: MessageViews, authentication: Authentication | null): EmailFull {
   // the row's fields, then the views in the registry's order: one object of a fixed shape per read

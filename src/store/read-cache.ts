@@ -126,16 +126,16 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     });
   };
 
-  /** A live row or key record held now (a copy: callers may change it), else undefined. */
+  /**
+   * A live row or key record held now, else undefined: the one kept object, frozen (a caller that
+   * tried to change it would throw), so a reader of the same entry gets the same object and may
+   * keep what it made of it by identity (services/emails.ts getEmailNow).
+   */
   const peekEmail = (id: string, now: number): StoredEmail | undefined => {
     if (!emails) return undefined;
-    const hit = fresh(`e ${id.toLowerCase()}`, now);
-    return hit ? { ...(hit.value as StoredEmail) } : undefined;
+    return fresh(`e ${id.toLowerCase()}`, now)?.value as StoredEmail | undefined;
   };
-  const peekKey = (hash: string): KeyRecord | undefined => {
-    const hit = fresh(`k ${hash}`, 0);
-    return hit ? { ...(hit.value as KeyRecord) } : undefined;
-  };
+  const peekKey = (hash: string): KeyRecord | undefined => fresh(`k ${hash}`, 0)?.value as KeyRecord | undefined;
 
   return {
     get capabilities() {
@@ -182,7 +182,7 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
       const hit = peekEmail(id, now);
       if (hit) return Promise.resolve(hit);
       return read('emails', () => store.getEmail(id, now), (row, readAt) => {
-        if (row) put(k, { value: { ...row }, readAt, now, expiresAt: row.expiresAt, address: row.address, bytes: summaryBytes(row) + 2 * row.messageKey.length });
+        if (row) put(k, { value: Object.freeze({ ...row }), readAt, now, expiresAt: row.expiresAt, address: row.address, bytes: summaryBytes(row) + 2 * row.messageKey.length });
       });
     },
     readRaw: (key) => store.readRaw(key),
@@ -217,7 +217,7 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
       const hit = peekKey(hash);
       if (hit) return Promise.resolve(hit);
       return read('keys', () => store.findKey(hash), (key, readAt) => {
-        if (key) put(k, { value: { ...key }, readAt, now: 0, expiresAt: Infinity, address: '', bytes: keyBytes(key) });
+        if (key) put(k, { value: Object.freeze({ ...key }), readAt, now: 0, expiresAt: Infinity, address: '', bytes: keyBytes(key) });
       });
     },
     listKeys: () => store.listKeys(),

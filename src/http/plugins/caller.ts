@@ -96,7 +96,11 @@ export function presentedKey(request: FastifyRequest): string | undefined {
 }
 
 export function setLimitHeaders(reply: FastifyReply, r: LimitResult): void {
-  reply.headers(limitHeaders(r));
+  const h = limitHeaders(r);
+  // one call per header (what reply.headers(h) does, without walking the object)
+  reply.header('ratelimit-limit', h['ratelimit-limit']);
+  reply.header('ratelimit-remaining', h['ratelimit-remaining']);
+  reply.header('ratelimit-reset', h['ratelimit-reset']);
 }
 
 /**
@@ -108,7 +112,15 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
 
   const recordUse = keyUseRecorder(core.keys, core.log);
   const hash = keyHasher();
-  const keyCaller = (key: KeyRecord): Caller => ({ kind: 'key', key, bucket: `key:${key.hash}`, limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits });
+  // a key's bucket name, kept per record (the read cache hands out one kept record while it holds
+  // it): the limiter looks up the same string, not a new one per request
+  const buckets = new WeakMap<KeyRecord, string>();
+  const bucketOf = (key: KeyRecord) => {
+    let bucket = buckets.get(key);
+    if (bucket === undefined) buckets.set(key, (bucket = `key:${key.hash}`));
+    return bucket;
+  };
+  const keyCaller = (key: KeyRecord): Caller => ({ kind: 'key', key, bucket: bucketOf(key), limits: core.config.key, concurrentWaits: core.config.key.concurrentWaits });
 
   const reject = (caller: Caller, result: LimitResult): AppError => {
     // which refusal (minute or day) and when to retry: the limiter's one rule (limitResult)

@@ -355,7 +355,7 @@ export function createEmailJson(serialize: (body: { data: unknown }) => string, 
   };
   return (e) => {
     const hit = kept.get(e.id);
-    if (hit && same(hit.from, e)) return hit.json;
+    if (hit && (hit.from === e || same(hit.from, e))) return hit.json;
     // kept as UTF-8 bytes: a socket write of bytes skips the encoding a string pays on every write
     const json = Buffer.from(serialize({ data: toWireEmail(core, e) }), 'utf8');
     if (hit) {
