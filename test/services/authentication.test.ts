@@ -237,7 +237,7 @@ test(`under a burst of mail (over ${BUSY_MESSAGES} in ${BUSY_WINDOW_MS} ms) new 
     assert.ok(began <= BUSY_MESSAGES, `${began} of the burst's verdicts began during it: at most those before ingest counted as busy`);
     assert.ok(held > 0, 'the burst was still held back when the read was answered');
     await until(() => burst() === began, 'the verdicts begun before the burst counted as busy');
-    // nothing more may begin while busy: the held verdicts' wake-up looks again at least once meanwhile
+    // quiet window: nothing more may begin while busy (the held verdicts' wake-up looks again meanwhile)
     await new Promise((r) => setTimeout(r, 2 * BUSY_WINDOW_MS + 50));
     assert.equal(service.waiting, held, 'no verdict of the burst began while ingest was busy');
     assert.equal(burst(), began);
