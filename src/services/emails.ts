@@ -188,6 +188,20 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
   return { address, emails: result, waited };
 }
 
+/**
+ * listEmails answered at once when nothing is to be held or filtered and the store holds the page in
+ * memory now (the read cache), else undefined (ask listEmails): a poll of a page read before takes
+ * no promise turn. The same checks as listEmails, in the same order.
+ */
+export function listEmailsNow(core: Core, input: ListInput): ListOutput | undefined {
+  if ((input.waitSeconds ?? 0) > 0 || !core.store.peekList) return undefined;
+  const { address } = resolveInbox(core, input.address);
+  checkCursors(input);
+  if (checkFilter(input)) return undefined;
+  const emails = core.store.peekList(address, { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() }, core.clock.now());
+  return emails && { address, emails, waited: false };
+}
+
 export interface LatestInput extends MailFilter {
   address: string;
   /** Only mail newer than this id (any UUIDv7: one made from the current time means "from now on"). */
@@ -246,22 +260,26 @@ export async function getEmail(core: Core, id: string, reader?: Reader): Promise
  * read cache, the views' and the verdicts' caches), else undefined (ask getEmail): the common read
  * of an email read before takes no promise turn.
  */
-export function getEmailNow(core: Core, id: string): EmailFull | undefined {
+export function getEmailNow(core: Core, id: string, made?: EmailsMade): EmailFull | undefined {
   if (!isUuid(id)) return undefined;
   const r = core.store.peekEmail?.(id.toLowerCase(), core.clock.now());
   const v = r && core.views.peek(r.messageKey);
   const a = v && core.authentication.peek(r.messageKey);
   if (!a) return undefined;
+  if (!made) return fullEmail(r, v, a);
   // the same row, views and verdicts as last time: the same email object (the caches hand out kept,
   // unchanging objects, so a reader may keep what it made of one by identity: wire.ts createEmailJson)
-  const made = fullEmails.get(r);
-  if (made && made.views === v && made.authentication === a) return made.email;
+  const last = made.get(r);
+  if (last && last.views === v && last.authentication === a) return last.email;
   const email = fullEmail(r, v, a);
-  fullEmails.set(r, { views: v, authentication: a, email });
+  made.set(r, { views: v, authentication: a, email });
   return email;
 }
-/** The email last made of a row the read cache holds (gone with the row: weakly held). */
-const fullEmails = new WeakMap<StoredEmail, { views: MessageViews; authentication: Authentication; email: EmailFull }>();
+
+/** The emails getEmailNow made, by the row the read cache holds (gone with the row: weakly held). */
+export type EmailsMade = WeakMap<StoredEmail, { views: MessageViews; authentication: Authentication; email: EmailFull }>;
+/** A reader's own EmailsMade (a route that reads many emails keeps one). */
+export const emailsMade = (): EmailsMade => new WeakMap();
 
 function fullEmail(r: StoredEmail, v: MessageViews, authentication: Authentication | null): EmailFull {
   // the row's fields, then the views in the registry's order: one object of a fixed shape per read

@@ -135,6 +135,11 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     if (!emails) return undefined;
     return fresh(`e ${id.toLowerCase()}`, now)?.value as StoredEmail | undefined;
   };
+  /** A live page held now (the kept array, frozen, like a row), else undefined. */
+  const peekList = (address: string, query: ListQuery, now: number): EmailSummary[] | undefined => {
+    if (!emails) return undefined;
+    return fresh(listKey(address, query), now)?.value as EmailSummary[] | undefined;
+  };
   const peekKey = (hash: string): KeyRecord | undefined => fresh(`k ${hash}`, 0)?.value as KeyRecord | undefined;
 
   return {
@@ -159,11 +164,12 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
       const addresses = [...new Set(list.map((e) => e.address))];
       return write('emails', () => addresses.forEach(forgetAddress), () => store.addEmails(list));
     },
+    peekList,
     listEmails(address, query, now) {
       if (!emails) return store.listEmails(address, query, now);
       const k = listKey(address, query);
-      const hit = fresh(k, now);
-      if (hit) return Promise.resolve((hit.value as EmailSummary[]).slice());
+      const hit = peekList(address, query, now);
+      if (hit) return Promise.resolve(hit);
       return read('emails', () => store.listEmails(address, query, now), (rows, readAt) => {
         let expiresAt = Infinity;
         let size = ENTRY_OVERHEAD;
@@ -171,7 +177,7 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
           if (r.expiresAt < expiresAt) expiresAt = r.expiresAt;
           size += summaryBytes(r);
         }
-        put(k, { value: rows.slice(), readAt, now, expiresAt, address, bytes: size });
+        put(k, { value: Object.freeze(rows.slice()) as EmailSummary[], readAt, now, expiresAt, address, bytes: size });
       });
     },
     hasEmails: (address, now) => store.hasEmails(address, now),

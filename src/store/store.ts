@@ -117,6 +117,12 @@ export interface MailRows {
   /** Live emails of one address (lowercase). Newest first, or oldest first with `since`. */
   listEmails(address: string, query: ListQuery, now: number): Promise<EmailSummary[]>;
 
+  /**
+   * `listEmails` answered at once when this store holds that page in memory now (the read cache),
+   * else undefined (ask listEmails). Optional, like peekEmail.
+   */
+  peekList?(address: string, query: ListQuery, now: number): EmailSummary[] | undefined;
+
   /** Whether the address holds any live email. */
   hasEmails(address: string, now: number): Promise<boolean>;
 

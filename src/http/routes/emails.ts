@@ -16,6 +16,7 @@ const EmailBody = data(Type.Ref(EmailFullSchema), 'The email');
 
 export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
   let emailJson: ((e: EmailFull) => Buffer) | null = null; // made at the first response (the app's serializer of EmailBody)
+  const made = emails.emailsMade();
   app.get('/api/v1/emails/:id', {
     schema: {
       operationId: 'getEmail', tags: ['emails'], summary: 'One email with bodies and attachment metadata. 404 once expired.', security: SECURITY, params: IdParams,
@@ -23,7 +24,7 @@ export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
     },
   }, async (request, reply) => {
     // an email read before is at hand (no promise turn); else it is read (and derived when new)
-    const e = emails.getEmailNow(core, request.params.id) ?? await emails.getEmail(core, request.params.id, readerOf(request.ip));
+    const e = emails.getEmailNow(core, request.params.id, made) ?? await emails.getEmail(core, request.params.id, readerOf(request.ip));
     emailJson ??= createEmailJson(reply.compileSerializationSchema(EmailBody) as (body: { data: unknown }) => string, core);
     // the 200 body as JSON bytes, exactly what the response schema serializes (kept per email: wire.ts), sent as they are
     reply.type('application/json; charset=utf-8');

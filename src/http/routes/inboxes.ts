@@ -83,7 +83,7 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?:
     const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, from: q.from, subject: q.subject, text: q.text };
     // without wait nothing is held: no slot, no abort signal, no listener on the socket
     const answer = (out: emails.ListOutput) => listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, out);
-    if (q.wait <= 0) return answer(await emails.listEmails(core, input));
+    if (q.wait <= 0) return answer(emails.listEmailsNow(core, input) ?? await emails.listEmails(core, input));
     return held(request.caller, request.params.address, reply, q.wait, async (signal) => answer(await emails.listEmails(core, { ...input, signal })));
   });
 
@@ -173,7 +173,7 @@ function listJson(reply: FastifyReply, { summary, meta, pages }: ListSerializers
   reply.type('application/json; charset=utf-8'); // what Fastify sets for a serialized object
   const page = `${out.address}\u0000${q.limit}\u0000${q.since ?? ''}\u0000${q.before ?? ''}`;
   const kept = pages.get(page);
-  if (kept && kept.waited === out.waited && kept.emails.length === items.length && kept.emails.every((e, i) => e === items[i])) {
+  if (kept && kept.waited === out.waited && (kept.emails === items || (kept.emails.length === items.length && kept.emails.every((e, i) => e === items[i])))) {
     return kept.body as unknown as ListBody;
   }
   const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
@@ -189,7 +189,8 @@ function listJson(reply: FastifyReply, { summary, meta, pages }: ListSerializers
   })}}`, 'utf8');
   pages.delete(page);
   if (pages.size >= PAGES_KEPT) pages.delete(pages.keys().next().value!);
-  pages.set(page, { emails: items.slice(), waited: out.waited, body });
+  // (a page the read cache holds is kept frozen: the same array, compared by identity next time)
+  pages.set(page, { emails: Object.isFrozen(items) ? items : items.slice(), waited: out.waited, body });
   // the one place where the reply's type (derived from the schema) is the bytes of that object
   return body as unknown as ListBody;
 }
