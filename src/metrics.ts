@@ -13,6 +13,12 @@ export interface Metrics {
   smtpAckSeconds: Histogram;
   smtpCapped: Counter<'cap'>;
   httpRequests: Counter<'method' | 'route' | 'status'>;
+  /**
+   * The requests of one route pattern, counted in plain numbers on the request path and added to
+   * httpRequests when it is collected (a scrape): a labelled inc() builds and checks its label set
+   * on every call, a cost every request paid.
+   */
+  httpRequestTally(route: string): (method: string, status: number) => void;
   derivationSeconds: Histogram<'outcome'>;
   storeSeconds: Histogram<'op'>;
   webhookDeliveries: Counter<'status'>;
@@ -28,6 +34,8 @@ export interface Metrics {
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'ephemail_' });
+  /** Requests not yet added to httpRequests: route → method → status → count. */
+  const tallies = new Map<string, Map<string, Map<number, number>>>();
   const m: Metrics = {
     registry,
     smtpAccepted: new Counter({ name: 'ephemail_smtp_messages_accepted_total', help: 'Messages answered 250 (each stored once, whatever its recipients)', labelNames: ['recipients'], registers: [registry] }),
@@ -35,7 +43,27 @@ export function createMetrics(): Metrics {
     smtpBytes: new Counter({ name: 'ephemail_smtp_received_bytes_total', help: 'Bytes of accepted messages', registers: [registry] }),
     smtpAckSeconds: new Histogram({ name: 'ephemail_smtp_ack_seconds', help: 'Time from the end of DATA to the 250 (summary, durable store, wake-ups)', buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5], registers: [registry] }),
     smtpCapped: new Counter({ name: 'ephemail_smtp_capped_total', help: 'MAIL FROM (cap ip, 451 4.7.1) and RCPT (cap address, 452 4.2.2) deferred by the inbound caps', labelNames: ['cap'], registers: [registry] }),
-    httpRequests: new Counter({ name: 'ephemail_http_requests_total', help: 'HTTP requests by method, matched route pattern and status', labelNames: ['method', 'route', 'status'], registers: [registry] }),
+    httpRequests: new Counter({
+      name: 'ephemail_http_requests_total', help: 'HTTP requests by method, matched route pattern and status', labelNames: ['method', 'route', 'status'], registers: [registry],
+      collect() {
+        for (const [route, methods] of tallies) {
+          for (const [method, statuses] of methods) {
+            for (const [status, n] of statuses) if (n > 0) this.inc({ method, route, status: String(status) }, n);
+            statuses.clear();
+          }
+        }
+      },
+    }),
+    httpRequestTally(route) {
+      let methods = tallies.get(route);
+      if (!methods) tallies.set(route, (methods = new Map()));
+      const byMethod = methods;
+      return (method, status) => {
+        let statuses = byMethod.get(method);
+        if (!statuses) byMethod.set(method, (statuses = new Map()));
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      };
+    },
     derivationSeconds: new Histogram({ name: 'ephemail_derivation_seconds', help: 'Time to derive a message\'s views (parse, sanitize, text, codes, links) in a worker, by outcome', labelNames: ['outcome'], buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers: [registry] }),
     storeSeconds: new Histogram({ name: 'ephemail_store_operation_seconds', help: 'Store operation latency by operation', labelNames: ['op'], buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5], registers: [registry] }),
     webhookDeliveries: new Counter({ name: 'ephemail_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retrying, gave_up)', labelNames: ['status'], registers: [registry] }),
@@ -66,19 +94,4 @@ export function timedStore(store: Store, histogram: Histogram<'op'>): Store {
     };
   }
   return out;
-}
-
-/** A counter's children by label values, resolved once each (prom-client hashes labels per call). */
-export function counterCache<L extends string>(counter: Counter<L>): (...values: string[]) => { inc(): void } {
-  const children = new Map<string, { inc(): void }>();
-  return (...values) => {
-    const key = values.join('\u0000');
-    let c = children.get(key);
-    if (!c) {
-      if (children.size > 2000) children.clear();
-      c = counter.labels(...values);
-      children.set(key, c);
-    }
-    return c;
-  };
 }

@@ -2,7 +2,6 @@
 // (the store answers and SMTP listens: send traffic here), GET /metrics (Prometheus text; 404 when
 // EPHEMAIL_METRICS=false), and the count of every HTTP request by matched route and status.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { counterCache } from '../metrics.ts';
 import type { Core } from '../services/core.ts';
 import { appendRouteHook } from './plugins/route-hooks.ts';
 
@@ -36,20 +35,20 @@ export function registerProbes(app: FastifyInstance, core: Core): void {
 export function countRequests(app: FastifyInstance, core: Core): void {
   const metrics = core.metrics;
   if (!metrics) return;
-  const child = counterCache(metrics.httpRequests);
   app.addHook('onRoute', (route) => {
     if (route.url === '/metrics') return;
-    const url = route.url;
+    const count = metrics.httpRequestTally(route.url);
     const hook = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-      child(request.method, url, String(reply.statusCode)).inc();
+      count(request.method, reply.statusCode);
       done();
     };
     appendRouteHook(route, 'onResponse', hook);
   });
   // a request that matched no route is a 404 of the not-found handler (its route options are read
   // only then)
+  const unmatched = metrics.httpRequestTally('unmatched');
   app.addHook('onResponse', (request, reply, done) => {
-    if (reply.statusCode === 404 && request.routeOptions.url === undefined) child(request.method, 'unmatched', '404').inc();
+    if (reply.statusCode === 404 && request.routeOptions.url === undefined) unmatched(request.method, 404);
     done();
   });
 }
