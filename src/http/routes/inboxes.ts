@@ -149,6 +149,8 @@ interface ListSerializers {
   meta: (wire: unknown) => string;
   /** Bodies of pages answered lately, by page (see listJson). */
   pages: Map<string, { emails: Summary[]; waited: boolean; body: Buffer }>;
+  /** The body of each page the read cache holds (a kept, frozen array), answered without waiting. */
+  held: WeakMap<Summary[], Buffer>;
 }
 /** Pages whose bodies are kept (the newest answered; a page is a few KB). */
 const PAGES_KEPT = 1024;
@@ -157,6 +159,7 @@ const compileListSerializers = (reply: FastifyReply): ListSerializers => ({
   summary: createSummaryJson(reply.compileSerializationSchema(SummaryRef) as (wire: unknown) => string),
   meta: reply.compileSerializationSchema(ListMetaRef) as (wire: unknown) => string,
   pages: new Map(),
+  held: new WeakMap(),
 });
 
 /**
@@ -168,12 +171,18 @@ const compileListSerializers = (reply: FastifyReply): ListSerializers => ({
  * a page polled again is answered with the bytes of its last answer when it holds the very same
  * summaries (===) for the same query: a comparison per email instead of assembling and encoding.
  */
-function listJson(reply: FastifyReply, { summary, meta, pages }: ListSerializers, q: Static<typeof ListQuery>, out: emails.ListOutput): ListBody {
+function listJson(reply: FastifyReply, { summary, meta, pages, held }: ListSerializers, q: Static<typeof ListQuery>, out: emails.ListOutput): ListBody {
   const items = out.emails;
   reply.type('application/json; charset=utf-8'); // what Fastify sets for a serialized object
+  // a page the read cache holds is one kept array per query (address, cursor, limit: its key there),
+  // so its body is known by the array alone
+  const frozen = !out.waited && Object.isFrozen(items);
+  const known = frozen ? held.get(items) : undefined;
+  if (known) return known as unknown as ListBody;
   const page = `${out.address}\u0000${q.limit}\u0000${q.since ?? ''}\u0000${q.before ?? ''}`;
   const kept = pages.get(page);
   if (kept && kept.waited === out.waited && (kept.emails === items || (kept.emails.length === items.length && kept.emails.every((e, i) => e === items[i])))) {
+    if (frozen) held.set(items, kept.body);
     return kept.body as unknown as ListBody;
   }
   const newestId = q.since ? items.at(-1)?.id : items[0]?.id;
@@ -191,6 +200,7 @@ function listJson(reply: FastifyReply, { summary, meta, pages }: ListSerializers
   if (pages.size >= PAGES_KEPT) pages.delete(pages.keys().next().value!);
   // (a page the read cache holds is kept frozen: the same array, compared by identity next time)
   pages.set(page, { emails: Object.isFrozen(items) ? items : items.slice(), waited: out.waited, body });
+  if (frozen) held.set(items, body);
   // the one place where the reply's type (derived from the schema) is the bytes of that object
   return body as unknown as ListBody;
 }
