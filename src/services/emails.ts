@@ -15,8 +15,8 @@ import type { Reader } from './views.ts';
  * Resolves an inbox address from a path or tool argument: malformed → invalid_request (naming
  * `field`), a domain the service does not serve → not_found (DECISIONS.md "Addresses in paths").
  */
-export function resolveInbox(core: Pick<Core, 'domains'>, raw: string): Address {
-  const addr = parseAddress(raw);
+export function resolveInbox(core: Pick<Core, 'domains'>, raw: string, parse: (raw: string) => Address | null = parseAddress): Address {
+  const addr = parse(raw);
   if (!addr) {
     throw new AppError('invalid_request', `${JSON.stringify(raw.slice(0, 100))} is not a valid email address (expected local-part@domain)`, { field: 'address' });
   }
@@ -193,9 +193,9 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
  * memory now (the read cache), else undefined (ask listEmails): a poll of a page read before takes
  * no promise turn. The same checks as listEmails, in the same order.
  */
-export function listEmailsNow(core: Core, input: ListInput): ListOutput | undefined {
+export function listEmailsNow(core: Core, input: ListInput, parse?: (raw: string) => Address | null): ListOutput | undefined {
   if ((input.waitSeconds ?? 0) > 0 || !core.store.peekList) return undefined;
-  const { address } = resolveInbox(core, input.address);
+  const { address } = resolveInbox(core, input.address, parse);
   checkCursors(input);
   if (checkFilter(input)) return undefined;
   const emails = core.store.peekList(address, { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() }, core.clock.now());
@@ -274,6 +274,25 @@ export function getEmailNow(core: Core, id: string, made?: EmailsMade): EmailFul
   const email = fullEmail(r, v, a);
   made.set(r, { views: v, authentication: a, email });
   return email;
+}
+
+/**
+ * parseAddress, remembering its answers for up to `max` strings (then starting over): a poller
+ * sends the same address again and again, and parsing one (NFC, three patterns) costs more than
+ * the rest of a repeated list. A reader of many requests (a route) keeps one.
+ */
+export function addressParser(max = 1024): (raw: string) => Address | null {
+  const seen = new Map<string, Address | null>();
+  return (raw) => {
+    let addr = seen.get(raw);
+    if (addr === undefined) {
+      addr = parseAddress(raw);
+      if (addr) Object.freeze(addr); // handed to every request that sends the same string
+      if (seen.size >= max) seen.clear();
+      seen.set(raw, addr);
+    }
+    return addr;
+  };
 }
 
 /** The emails getEmailNow made, by the row the read cache holds (gone with the row: weakly held). */

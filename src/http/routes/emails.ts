@@ -22,13 +22,15 @@ export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
       operationId: 'getEmail', tags: ['emails'], summary: 'One email with bodies and attachment metadata. 404 once expired.', security: SECURITY, params: IdParams,
       response: { 200: EmailBody, ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
-  }, async (request, reply) => {
-    // an email read before is at hand (no promise turn); else it is read (and derived when new)
-    const e = emails.getEmailNow(core, request.params.id, made) ?? await emails.getEmail(core, request.params.id, readerOf(request.ip));
-    emailJson ??= createEmailJson(reply.compileSerializationSchema(EmailBody) as (body: { data: unknown }) => string, core);
+  }, (request, reply) => {
+    const json = (emailJson ??= createEmailJson(reply.compileSerializationSchema(EmailBody) as (body: { data: unknown }) => string, core));
     // the 200 body as JSON bytes, exactly what the response schema serializes (kept per email: wire.ts), sent as they are
     reply.type('application/json; charset=utf-8');
-    return emailJson(e) as unknown as Static<typeof EmailBody>;
+    // an email read before is at hand: sent at once (no promise, no turn of the event loop); else
+    // it is read (and derived when new)
+    const now = emails.getEmailNow(core, request.params.id, made);
+    if (now) return void reply.send(json(now) as unknown as Static<typeof EmailBody>);
+    return emails.getEmail(core, request.params.id, readerOf(request.ip)).then((e) => json(e) as unknown as Static<typeof EmailBody>);
   });
 
   app.delete('/api/v1/emails/:id', {

@@ -45,6 +45,7 @@ const InboxBody = Type.Optional(
 
 export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?: number }> = async (app, { core, pageStreamMs }) => {
   let listSerializers: ListSerializers | null = null; // compiled at the first list response
+  const parse = emails.addressParser();
 
   app.get('/api/v1/domains', {
     schema: {
@@ -78,12 +79,17 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?:
         ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded', 'too_many_waiters'),
       },
     },
-  }, async (request, reply) => {
+  }, (request, reply) => {
     const q = request.query;
     const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, from: q.from, subject: q.subject, text: q.text };
     // without wait nothing is held: no slot, no abort signal, no listener on the socket
     const answer = (out: emails.ListOutput) => listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, out);
-    if (q.wait <= 0) return answer(emails.listEmailsNow(core, input) ?? await emails.listEmails(core, input));
+    if (q.wait <= 0) {
+      // a page at hand is sent at once (no promise, no turn of the event loop); else it is read
+      const now = emails.listEmailsNow(core, input, parse);
+      if (now) return void reply.send(answer(now));
+      return emails.listEmails(core, input).then(answer);
+    }
     return held(request.caller, request.params.address, reply, q.wait, async (signal) => answer(await emails.listEmails(core, { ...input, signal })));
   });
 
