@@ -65,7 +65,15 @@ const ADMIN_PATH_RE = /^\/+api\/v1\/admin(?:[/;]|$)/i;
  * other request: a URL without "admin" or a percent sign is none.
  */
 export function isAdminRequest(request: FastifyRequest): boolean {
-  if (!/admin|%/i.test(request.url)) return false;
+  const url = request.url;
+  if (!/admin|%/i.test(url)) return false;
+  // the common spelling, /api/v1/<segment>…, with a plain segment that is not "admin": neither a
+  // route nor the decoded path can be the admin API (an address's %40 further on needs no look at
+  // the route, which builds an object per read)
+  if (url.startsWith('/api/v1/')) {
+    const segment = /^[^/?;%]*(?=[/?;]|$)/.exec(url.slice(8))?.[0];
+    if (segment !== undefined && segment.toLowerCase() !== 'admin') return false;
+  }
   const route = request.routeOptions.url;
   if (route !== undefined) return route.startsWith('/api/v1/admin/');
   const path = request.url.split('?', 1)[0];
