@@ -7,6 +7,7 @@ import { BODY_LIMIT } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
+import { lazyRequestLogger } from './request-log.ts';
 import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
 import { registerCors } from './plugins/cors.ts';
 import { appendRouteHook } from './plugins/route-hooks.ts';
@@ -83,6 +84,8 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     // the request line and headers must arrive within headersMs (Node's default is 60 s), checked every checkEveryMs
     http: { headersTimeout: timeouts.headersMs, connectionsCheckingInterval: timeouts.checkEveryMs },
     loggerInstance: core.log as unknown as FastifyBaseLogger,
+    // each request's logger is made when it first logs (request-log.ts)
+    childLoggerFactory: lazyRequestLogger,
     // one trusted hop, and only a peer in the configured ranges (the load balancer): the client is
     // the address that proxy appended last, so a client cannot pick its own bucket by sending an
     // X-Forwarded-For of its own, nor by connecting directly
