@@ -6,7 +6,7 @@ import { attachmentForCid, frameDocument } from '../../src/web/frame.ts';
 import { hasRemoteContent, humanSize } from '../../src/web/pages.ts';
 import { WEB_LIMITS } from '../../src/web/security.ts';
 import { startService, type TestService } from '../helpers/service.ts';
-import { cpuMs } from '../helpers/time.ts';
+import { cpuMs, midMinuteClock } from '../helpers/time.ts';
 
 let svc: TestService;
 before(async () => {
@@ -90,18 +90,26 @@ test('assets are content-addressed and cached for a year; unknown ones 404', asy
 });
 
 test(`web routes count in their own per-IP bucket (${WEB_LIMITS.perMinute}/min), apart from the API quota`, async () => {
-  const ip = '203.0.113.9';
-  for (let i = 0; i < WEB_LIMITS.perMinute; i++) assert.equal((await inject('/', ip)).statusCode, 200);
-  const over = await inject('/', ip);
-  assert.equal(over.statusCode, 429);
-  assert.match(over.headers['content-type'] as string, /^text\/html/);
-  assert.ok(Number(over.headers['retry-after']) >= 1);
-  // the API quota of that IP is untouched
-  const api = await svc.service.app.inject({ method: 'GET', url: '/api/v1/domains', remoteAddress: ip });
-  assert.equal(api.statusCode, 200);
-  assert.equal(api.headers['ratelimit-remaining'], String(svc.service.core.config.anon.perMinute - 1));
-  // another IP is unaffected
-  assert.equal((await inject('/', '203.0.113.10')).statusCode, 200);
+  // a mid-minute clock: the bucket's minute cannot turn between spending it and the checks (a
+  // straddle reset it and the 301st page answered 200)
+  const own = await startService({}, { clock: midMinuteClock() });
+  const page = (url: string, ip: string) => own.service.app.inject({ method: 'GET', url, remoteAddress: ip });
+  try {
+    const ip = '203.0.113.9';
+    for (let i = 0; i < WEB_LIMITS.perMinute; i++) assert.equal((await page('/', ip)).statusCode, 200);
+    const over = await page('/', ip);
+    assert.equal(over.statusCode, 429);
+    assert.match(over.headers['content-type'] as string, /^text\/html/);
+    assert.ok(Number(over.headers['retry-after']) >= 1);
+    // the API quota of that IP is untouched
+    const api = await own.service.app.inject({ method: 'GET', url: '/api/v1/domains', remoteAddress: ip });
+    assert.equal(api.statusCode, 200);
+    assert.equal(api.headers['ratelimit-remaining'], String(own.service.core.config.anon.perMinute - 1));
+    // another IP is unaffected
+    assert.equal((await page('/', '203.0.113.10')).statusCode, 200);
+  } finally {
+    await own.stop();
+  }
 });
 
 test('cid references match attachments by file name; SVG never counts as an inline image', () => {
