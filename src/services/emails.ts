@@ -2,6 +2,7 @@
 import { parseAddress, type Address } from '../domain/address.ts';
 import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
+import { remembering } from '../domain/remember.ts';
 import type { AttachmentMeta, EmailFull, MessageViews } from '../domain/message.ts';
 import { AUTHENTICATION_VIEW, STORED_VIEWS } from '../derive/registry.ts';
 import { FILTER_FIELDS, FILTER_MAX_CHARS, searchNeedle, type FilterField } from '../domain/search.ts';
@@ -281,19 +282,12 @@ export function getEmailNow(core: Core, id: string, made?: EmailsMade): EmailFul
  * sends the same address again and again, and parsing one (NFC, three patterns) costs more than
  * the rest of a repeated list. A reader of many requests (a route) keeps one.
  */
-export function addressParser(max = 1024): (raw: string) => Address | null {
-  const seen = new Map<string, Address | null>();
-  return (raw) => {
-    let addr = seen.get(raw);
-    if (addr === undefined) {
-      addr = parseAddress(raw);
-      if (addr) Object.freeze(addr); // handed to every request that sends the same string
-      if (seen.size >= max) seen.clear();
-      seen.set(raw, addr);
-    }
-    return addr;
-  };
-}
+export const addressParser = (max = 1024): ((raw: string) => Address | null) =>
+  // (frozen: handed to every request that sends the same string)
+  remembering((raw) => {
+    const addr = parseAddress(raw);
+    return addr && Object.freeze(addr);
+  }, max);
 
 /** The emails getEmailNow made, by the row the read cache holds (gone with the row: weakly held). */
 export type EmailsMade = WeakMap<StoredEmail, { views: MessageViews; authentication: Authentication; email: EmailFull }>;

@@ -1,5 +1,6 @@
 // Free API keys: minting (3 per IP per 24 h), authenticating (SHA-256 lookup), and the operator's
 // revoke/list. Only the hash of a key is ever stored (spec: Authentication 6).
+import { remembering } from '../domain/remember.ts';
 import { createHash, randomInt } from 'node:crypto';
 import type { Logger } from 'pino';
 import { AppError } from '../domain/errors.ts';
@@ -19,18 +20,7 @@ export const hashKey = (raw: string) => createHash('sha256').update(raw).digest(
  * sends the same key on every request, and the hash was a tenth of a read's own work. At most `max`
  * well-formed keys are remembered; then the memory starts again.
  */
-export function keyHasher(max = 1024): (raw: string) => string {
-  const seen = new Map<string, string>();
-  return (raw) => {
-    let hash = seen.get(raw);
-    if (hash === undefined) {
-      hash = hashKey(raw);
-      if (seen.size >= max) seen.clear();
-      seen.set(raw, hash);
-    }
-    return hash;
-  };
-}
+export const keyHasher = (max = 1024): ((raw: string) => string) => remembering(hashKey, max);
 
 export function generateKey(): string {
   let s = KEY_PREFIX;

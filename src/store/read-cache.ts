@@ -168,7 +168,7 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     listEmails(address, query, now) {
       if (!emails) return store.listEmails(address, query, now);
       const k = listKey(address, query);
-      const hit = peekList(address, query, now);
+      const hit = fresh(k, now)?.value as EmailSummary[] | undefined; // (peekList, with its key built once)
       if (hit) return Promise.resolve(hit);
       return read('emails', () => store.listEmails(address, query, now), (rows, readAt) => {
         let expiresAt = Infinity;
