@@ -14,6 +14,7 @@ import { appendRouteHook } from './plugins/route-hooks.ts';
 import { hitClient } from '../limiter/limiter.ts';
 import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppError } from './plugins/errors.ts';
 import { countRequests, registerProbes } from './probes.ts';
+import { closeIdleSockets } from './idle-sockets.ts';
 import { registerRoutes } from './routes/index.ts';
 import { SECURITY } from './routes/shared.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
@@ -55,7 +56,7 @@ export interface HttpTimeouts {
   requestMs: number;
   /** A socket that sends and receives nothing for this long is closed. */
   idleMs: number;
-  /** How often Node looks for requests past headersMs/requestMs. */
+  /** How often Node looks for requests past headersMs/requestMs, and idle sockets are looked for. */
   checkEveryMs: number;
   /** How long an inbox page's event stream lives before the page reconnects (default 5 minutes). */
   pageStreamMs?: number;
@@ -93,9 +94,7 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     bodyLimit: BODY_LIMIT,
     requestTimeout: timeouts.requestMs, // above the 30 s wait
     keepAliveTimeout: 65_000,
-    // a socket that sends and receives nothing for this long is closed (slowloris; held waits are
-    // at most 30 s, event streams send a heartbeat every 15 s)
-    connectionTimeout: timeouts.idleMs,
+    // (no connectionTimeout: idle sockets are swept below, without a timer moved per read and write)
     return503OnClosing: false,
     logController: new LogController({ disableRequestLogging: true }), // per-request lines cost throughput; errors are still logged
     // one validation, by Ajv, per part (validators below); given as the compilers' factory, not
@@ -123,6 +122,15 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
         () => undefined,
       ).finally(() => sendError(core, reply, toAppError(err)));
     },
+  });
+
+  // a socket that sends and receives nothing for idleMs is closed (slowloris, a stalled download;
+  // held waits are at most 30 s, event streams send a heartbeat every 15 s): one sweep every
+  // checkEveryMs (idle-sockets.ts)
+  const stopSweep = closeIdleSockets(app.server, timeouts.idleMs, timeouts.checkEveryMs);
+  app.addHook('onClose', (_app, done) => {
+    stopSweep();
+    done();
   });
 
   app.decorate('endpointList', [] as FastifyInstance['endpointList']);

@@ -70,3 +70,14 @@ test('a request whose body never completes is cut at the request time', async ()
   const health = await fetch(`${svc.http}/api/v1/health`);
   assert.equal(health.status, 200);
 });
+
+test('a socket on which nothing moves is closed at the idle time (here a held wait, with the idle time set below it)', async () => {
+  const key = (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key as string;
+  const { socket, closed } = rawClient();
+  socket.write(`GET /api/v1/inboxes/idle%40ephemail.test/emails?wait=30 HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+  const { ms, received } = await closed;
+  // bound: closed once idle (lower bound), well before the 30 s wait would end; the upper one generous for a loaded machine
+  assert.ok(ms >= timeouts.idleMs - 50 && ms < timeouts.idleMs + 5000, `closed after ${Math.round(ms)} ms`);
+  assert.equal(received, '', 'no answer: the wait was still held');
+  assert.equal((await fetch(`${svc.http}/api/v1/health`)).status, 200);
+});
