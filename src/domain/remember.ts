@@ -4,7 +4,9 @@
 export function remembering<T>(fn: (input: string) => T, max = 1024): (input: string) => T {
   const seen = new Map<string, T>();
   return (input) => {
-    if (seen.has(input)) return seen.get(input) as T;
+    // one look-up in the common case (has() only to tell a remembered undefined from none)
+    const hit = seen.get(input);
+    if (hit !== undefined || seen.has(input)) return hit as T;
     const out = fn(input);
     if (seen.size >= max) seen.clear();
     seen.set(input, out);

@@ -56,6 +56,9 @@ export function isApiRequest(request: FastifyRequest): boolean {
   return /^\/+api(?:[/;]|$)/i.test(decoded);
 }
 
+/** The segment after /api/v1/ when written without a percent sign (none: it may spell anything). */
+const FIRST_SEGMENT_RE = /^\/api\/v1\/([^/?;%]*)(?=[/?;]|$)/;
+
 /** The admin API's paths (http/routes/admin.ts), matched or not, however spelled. */
 const ADMIN_PATH_RE = /^\/+api\/v1\/admin(?:[/;]|$)/i;
 
@@ -71,8 +74,8 @@ export function isAdminRequest(request: FastifyRequest): boolean {
   // route nor the decoded path can be the admin API (an address's %40 further on needs no look at
   // the route, which builds an object per read)
   if (url.startsWith('/api/v1/')) {
-    const segment = /^[^/?;%]*(?=[/?;]|$)/.exec(url.slice(8))?.[0];
-    if (segment !== undefined && segment.toLowerCase() !== 'admin') return false;
+    const segment = FIRST_SEGMENT_RE.exec(url);
+    if (segment !== null && !(segment[1].length === 5 && segment[1].toLowerCase() === 'admin')) return false;
   }
   const route = request.routeOptions.url;
   if (route !== undefined) return route.startsWith('/api/v1/admin/');
@@ -149,8 +152,7 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
     setLimitHeaders(reply, result);
     done(result.allowed ? undefined : reject(caller, result));
   };
-  const admit = (request: FastifyRequest, reply: FastifyReply, caller: Caller, done: HookHandlerDoneFunction): void => {
-    const now = core.clock.now();
+  const admit = (request: FastifyRequest, reply: FastifyReply, caller: Caller, done: HookHandlerDoneFunction, now = core.clock.now()): void => {
     const counted = (request.routeOptions.config?.quota ?? 'count') === 'count';
     // a limiter in this process's memory counts at once (no promise turn on the request path)
     if (caller.ip === undefined && counted && core.limiter.hitNow) return admitted(request, reply, caller, core.limiter.hitNow(caller.bucket, caller.limits, now), done);
@@ -206,8 +208,9 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
       return refuse(request, reply, err, done);
     }
     const use = (key: KeyRecord) => {
-      recordUse(key.hash, core.clock.now());
-      admit(request, reply, keyCaller(key), done);
+      const now = core.clock.now();
+      recordUse(key.hash, now);
+      admit(request, reply, keyCaller(key), done, now);
     };
     if (found instanceof Promise) found.then(use, (err) => refuse(request, reply, err, done));
     else use(found);
