@@ -100,18 +100,31 @@ export function createLane(options: LaneOptions = {}): Lane {
   // A worker stuck on one message (a parser bug, a pathological input) is replaced: its messages get
   // a temporary error instead of holding their sessions until they time out.
   // A task with a budget that runs past it ends its worker the same way (its caller falls back).
-  const watchdog = setInterval(() => {
+  // It looks every 50 ms while any task is in flight, and stops when none is: an idle service wakes
+  // for nothing.
+  let watchdog: ReturnType<typeof setInterval> | null = null;
+  const look = () => {
     const now = Date.now();
+    let busy = false;
     for (const s of slots) {
       const oldest = s.inflight.values().next().value;
       if (!oldest) continue;
+      busy = true;
       if (oldest.budgetMs !== undefined && now - oldest.since > oldest.budgetMs) {
         s.overBudget = true;
         void s.worker.terminate();
       } else if (now - oldest.since > STUCK_MS) void s.worker.terminate();
     }
-  }, 50);
-  watchdog.unref();
+    if (!busy && watchdog) {
+      clearInterval(watchdog);
+      watchdog = null;
+    }
+  };
+  const watch = () => {
+    if (watchdog || closed) return;
+    watchdog = setInterval(look, 50);
+    watchdog.unref();
+  };
   /** Tasks with a budget wait here for a worker with nothing else to do. */
   let waiting: (() => void)[] = [];
 
@@ -214,6 +227,7 @@ export function createLane(options: LaneOptions = {}): Lane {
       const task: Task = { id, op, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments }, options };
       return new Promise((resolve, reject) => {
         target.inflight.set(id, { resolve: resolve as never, reject, since: Date.now(), budgetMs: opts.budgetMs });
+        watch();
         // a buffer that is a view into a larger (pooled) one is copied, never transferred
         const own = !opts.keepRaw && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
         if (own) target.transfer.push(raw.buffer as ArrayBuffer);
@@ -230,7 +244,8 @@ export function createLane(options: LaneOptions = {}): Lane {
     },
     async close() {
       closed = true;
-      clearInterval(watchdog);
+      if (watchdog) clearInterval(watchdog);
+      watchdog = null;
       const all = slots;
       slots = [];
       const queued = waiting;
