@@ -12,7 +12,7 @@ import type { ParseLimits } from '../derive/mime.ts';
 import { BudgetExceededError, createLane, type Lane } from '../derive/pool.ts';
 import { isCurrent, SEARCH_TEXT_VIEW, versionsOf, STORED_VIEWS, type ServiceContext, type StoredView, type WorkerView } from '../derive/registry.ts';
 import type { SpamdTarget } from '../derive/spamd.ts';
-import { minimalViews, type DerivedMessage } from '../derive/views.ts';
+import type { DerivedMessage } from '../derive/views.ts';
 import type { MessageStore } from '../store/store.ts';
 import { createDeriveQueue, type Priority } from './derive-queue.ts';
 
@@ -162,7 +162,9 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
       return await pool.run('fallback', raw, limits, { budgetMs, keepRaw: true });
     } catch (err) {
       if (!(err instanceof BudgetExceededError)) throw err;
-      return minimalViews(raw); // no parser at all: linear in the (capped) body
+      // no parser at all: linear in the (capped) body (loaded here only: derive/views.ts brings the
+      // HTML sanitizer, which the main thread loads on first use, not at start)
+      return (await import('../derive/views.ts')).minimalViews(raw);
     }
   }
 
