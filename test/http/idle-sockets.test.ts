@@ -10,6 +10,8 @@ import { until } from '../helpers/time.ts';
 
 const IDLE_MS = 60_000;
 let clock = 0;
+/** How many times the sweep (or a new connection) has read the clock. */
+let reads = 0;
 let server: Server;
 let port: number;
 let stop: () => void;
@@ -28,7 +30,10 @@ before(async () => {
   server.headersTimeout = 0;
   server.requestTimeout = 0;
   server.on('connection', (s: Socket) => accepted.push(s));
-  stop = closeIdleSockets(server, IDLE_MS, 10, () => clock);
+  stop = closeIdleSockets(server, IDLE_MS, 10, () => {
+    reads++;
+    return clock;
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   port = (server.address() as AddressInfo).port;
 });
@@ -51,15 +56,26 @@ function open(): Promise<{ socket: Socket; closed: () => boolean; received: () =
   });
 }
 
-/** Lets the 10 ms sweep look at least twice at the clock as it now stands. */
-const sweeps = () => new Promise((r) => setTimeout(r, 50)); // sleep: the sweep runs on a real 10 ms interval; nothing is asserted about time
+/** Resolves once a sweep has looked at every socket after this call (a sweep reads the clock, then looks). */
+async function swept(): Promise<void> {
+  const from = reads;
+  await until(() => reads >= from + 2, 'a sweep looked');
+}
+
+/** The server's side of the newest connection, once it has read `bytes` bytes. */
+async function serverSide(bytes: number): Promise<Socket> {
+  await until(() => (accepted.at(-1)?.bytesRead ?? 0) >= bytes, 'the server read the request');
+  return accepted.at(-1)!;
+}
 
 test('a socket with a held request and no bytes moving is closed once the idle time has passed, not before', async () => {
   const c = await open();
-  c.socket.write('GET /held HTTP/1.1\r\nHost: x\r\n\r\n');
-  await sweeps(); // the sweep has seen the request's bytes
+  const request = 'GET /held HTTP/1.1\r\nHost: x\r\n\r\n';
+  c.socket.write(request);
+  await serverSide(request.length);
+  await swept(); // the sweep has seen the request's bytes
   clock += IDLE_MS - 1;
-  await sweeps();
+  await swept();
   assert.equal(c.closed(), false, 'kept while under the idle time');
   clock += 2;
   await until(c.closed, 'the idle socket was closed');
@@ -69,14 +85,14 @@ test('a socket whose bytes moved since the last look is kept, whatever the clock
   const c = await open();
   c.socket.write('GET /ok HTTP/1.1\r\nHost: x\r\n\r\n');
   await until(() => c.received() > 0, 'the answer arrived');
-  await sweeps();
+  await swept();
   clock += IDLE_MS - 1;
   c.socket.write('GET /ok HTTP/1.1\r\nHost: x\r\n\r\n'); // activity just before the idle time is up
   const before = c.received();
   await until(() => c.received() > before, 'the second answer arrived');
-  await sweeps(); // the sweep sees the movement and restarts the socket's idle time
+  await swept(); // the sweep sees the movement and restarts the socket's idle time
   clock += IDLE_MS - 1;
-  await sweeps();
+  await swept();
   assert.equal(c.closed(), false, 'kept: its idle time restarted when its bytes moved');
   clock += 2;
   await until(c.closed, 'closed once idle for the whole time');
@@ -85,16 +101,17 @@ test('a socket whose bytes moved since the last look is kept, whatever the clock
 test('a client that stops reading a download is cut once nothing has moved for the idle time', async () => {
   const c = await open();
   c.socket.pause(); // reads nothing: the server's writes stall once the socket buffers are full
-  c.socket.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n');
+  const request = 'GET /big HTTP/1.1\r\nHost: x\r\n\r\n';
+  c.socket.write(request);
+  const side = await serverSide(request.length);
   // the whole answer is queued at once (a socket's bytesWritten counts what is queued): from the
   // sweep's side nothing moves after that
-  await sweeps();
-  assert.equal(c.closed(), false);
-  const serverSide = accepted.at(-1)!;
-  assert.equal(serverSide.destroyed, false);
+  await until(() => side.bytesWritten >= big.length, 'the answer was queued');
+  await swept();
+  assert.equal(side.destroyed, false);
   clock += IDLE_MS;
   // (seen on the server's side: a paused client does not read, so it notices nothing yet)
-  await until(() => serverSide.destroyed, 'the stalled download was cut');
+  await until(() => side.destroyed, 'the stalled download was cut');
   c.socket.resume();
   await until(c.closed, 'the client saw its socket close');
   assert.ok(c.received() < big.length, 'the download did not complete');
