@@ -68,17 +68,25 @@ async function serverSide(bytes: number): Promise<Socket> {
   return accepted.at(-1)!;
 }
 
+/**
+ * Once a sweep has seen the socket's latest bytes: still open 1 ms short of the idle time (`kept`
+ * says why), closed once it is up.
+ */
+async function closesAtIdleTime(c: { closed: () => boolean }, kept: string): Promise<void> {
+  await swept();
+  clock += IDLE_MS - 1;
+  await swept();
+  assert.equal(c.closed(), false, kept);
+  clock += 2;
+  await until(c.closed, 'the socket was closed once idle for the whole time');
+}
+
 test('a socket with a held request and no bytes moving is closed once the idle time has passed, not before', async () => {
   const c = await open();
   const request = 'GET /held HTTP/1.1\r\nHost: x\r\n\r\n';
   c.socket.write(request);
   await serverSide(request.length);
-  await swept(); // the sweep has seen the request's bytes
-  clock += IDLE_MS - 1;
-  await swept();
-  assert.equal(c.closed(), false, 'kept while under the idle time');
-  clock += 2;
-  await until(c.closed, 'the idle socket was closed');
+  await closesAtIdleTime(c, 'kept while under the idle time');
 });
 
 test('a socket whose bytes moved since the last look is kept, whatever the clock says', async () => {
@@ -90,12 +98,8 @@ test('a socket whose bytes moved since the last look is kept, whatever the clock
   c.socket.write('GET /ok HTTP/1.1\r\nHost: x\r\n\r\n'); // activity just before the idle time is up
   const before = c.received();
   await until(() => c.received() > before, 'the second answer arrived');
-  await swept(); // the sweep sees the movement and restarts the socket's idle time
-  clock += IDLE_MS - 1;
-  await swept();
-  assert.equal(c.closed(), false, 'kept: its idle time restarted when its bytes moved');
-  clock += 2;
-  await until(c.closed, 'closed once idle for the whole time');
+  // the sweep sees the movement and restarts the socket's idle time
+  await closesAtIdleTime(c, 'kept: its idle time restarted when its bytes moved');
 });
 
 test('a client that stops reading a download is cut once nothing has moved for the idle time', async () => {
