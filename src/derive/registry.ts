@@ -61,6 +61,11 @@ export interface ServiceView<K extends StoredViewName = StoredViewName> extends 
   /** Null: nothing to run here (not configured); the view is null. */
   derive(raw: Uint8Array, ctx: ServiceContext, budgetMs: number): Promise<StoredViews[K]> | null;
   fallback(): StoredViews[K];
+  /**
+   * Whether a kept value is a temporary failure worth asking for again (the service it asks was down
+   * or slow): a later read asks again, in the background, backing off (services/views.ts).
+   */
+  askAgain?(value: StoredViews[K]): boolean;
 }
 
 export type StoredView = ParseView | WorkerView | ServiceView;
@@ -139,6 +144,8 @@ export const STORED_VIEWS: readonly StoredView[] = [
       return verdict;
     }),
     fallback: () => ({ error: 'spamd timed out' }),
+    // spamd down, slow or failing: asked again when the email is read later (docs/sender-checks.md)
+    askAgain: (spam) => spam != null && 'error' in spam,
   } satisfies ServiceView<'spam'>,
 ];
 

@@ -10,7 +10,7 @@ import { ipBuckets } from '../domain/limits.ts';
 import type { MessageViews } from '../domain/message.ts';
 import type { ParseLimits } from '../derive/mime.ts';
 import { BudgetExceededError, createLane, type Lane } from '../derive/pool.ts';
-import { isCurrent, SEARCH_TEXT_VIEW, versionsOf, STORED_VIEWS, type ServiceContext, type StoredView, type WorkerView } from '../derive/registry.ts';
+import { isCurrent, SEARCH_TEXT_VIEW, versionsOf, STORED_VIEWS, type ServiceContext, type ServiceView, type StoredView, type WorkerView } from '../derive/registry.ts';
 import type { SpamdTarget } from '../derive/spamd.ts';
 import type { DerivedMessage } from '../derive/views.ts';
 import type { MessageStore } from '../store/store.ts';
@@ -35,6 +35,17 @@ export interface Reader {
 }
 /** The owner of search-text backfills: one at a time, whoever's search met the message. */
 const BACKFILL_OWNER = '\u0000backfill';
+/** The owner of views asked again (a spam score after spamd was down): one at a time. */
+const ASK_AGAIN_OWNER = '\u0000ask-again';
+/**
+ * A `service` view kept as a temporary failure (ServiceView.askAgain) is asked again by a read at
+ * least this long after it was made, then after twice as long each time, ASK_AGAIN_TIMES times at
+ * most (1, 2, 4, 8 and 16 minutes: within an email's hour).
+ */
+export const ASK_AGAIN_MS = 60_000;
+export const ASK_AGAIN_TIMES = 5;
+/** Messages whose asking again this process keeps track of (the oldest forgotten first). */
+const ASK_AGAIN_KEYS = 10_000;
 /**
  * The reader of a request from `ip`. Its owner is the client's network (an IPv4 address, an IPv6
  * /48: ipBuckets' widest), not its key or session: minting keys or sessions, or rotating addresses
@@ -103,6 +114,8 @@ export interface ViewServiceOptions {
   spamd?: SpamdTarget | null;
   /** Budgets to use instead of the registry's, by view name (tests shorten them). */
   budgets?: ServiceContext['budgets'];
+  /** The first wait before a temporary failure is asked again (default ASK_AGAIN_MS; tests shorten it). */
+  askAgainMs?: number;
 }
 
 /** Resolves with `p`, or with `late()` once `ms` pass first. */
@@ -135,6 +148,8 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     const chars = (views.textBody?.length ?? 0) + (views.htmlBody?.length ?? 0) + views.agentBody.body.length + 2048 +
       (views.htmlCheck?.features.length ?? 0) * 2048 + (views.spam && 'rules' in views.spam ? views.spam.rules.length * 256 : 0);
     if (chars > CACHE_MAX_ENTRY_CHARS) return;
+    const before = cache.get(key);
+    if (before) cachedChars -= before.chars; // (views made again replace the kept ones)
     if (cachedChars + chars > CACHE_MAX_CHARS) {
       cache = new Map();
       cachedChars = 0;
@@ -234,6 +249,70 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     };
   }
 
+  /** The `service` views whose kept failures are asked again (the spam score). */
+  const askable = registry.filter((v): v is ServiceView => v.stage === 'service' && v.askAgain !== undefined);
+  const askAgainMs = options.askAgainMs ?? ASK_AGAIN_MS;
+  /** Per message with a failure kept: when it may be asked again, and how often it was. */
+  const asked = new Map<string, { at: number; times: number }>();
+  const askingNow = new Set<string>();
+
+  /** Called with the views a read got: a failure kept in them is asked again when it is due. */
+  const askAgainIfDue = (key: string, views: MessageViews): void => {
+    if (closed || askable.length === 0) return;
+    const doc = views as unknown as Record<string, unknown>;
+    let failed = false;
+    for (const v of askable) if (v.askAgain!(doc[v.name] as never)) failed = true;
+    if (!failed) return;
+    const now = performance.now();
+    const seen = asked.get(key);
+    if (!seen) {
+      if (asked.size >= ASK_AGAIN_KEYS) asked.delete(asked.keys().next().value!);
+      asked.set(key, { at: now + askAgainMs, times: 0 });
+      return;
+    }
+    if (now < seen.at || seen.times >= ASK_AGAIN_TIMES || askingNow.has(key)) return;
+    seen.times++;
+    seen.at = now + askAgainMs * 2 ** seen.times;
+    askingNow.add(key);
+    queue.enqueue(ASK_AGAIN_OWNER, 'background', () => askAgain(key, views)).promise
+      .catch((err) => log.warn({ err }, 'a view could not be asked again; a later read asks again'))
+      .finally(() => askingNow.delete(key));
+  };
+
+  /**
+   * Asks the failed `service` views of a message again (in the background: the read that found them
+   * has answered). A value that is no failure now replaces the kept one, in the store (the views
+   * document is written again, with the message's parts as kept) and here.
+   */
+  async function askAgain(key: string, views: MessageViews): Promise<void> {
+    const src = await store.readRaw(key);
+    const raw = src && (await collect(src.chunks, src.sizeBytes));
+    if (!raw) return; // gone meanwhile
+    const doc = { ...(views as unknown as Record<string, unknown>) };
+    let changed = false;
+    for (const v of askable) {
+      if (!v.askAgain!(doc[v.name] as never)) continue;
+      const p = v.derive(raw, context, budgetOf(v));
+      const value = p && (await within(p, budgetOf(v) + 1000, () => v.fallback()));
+      if (value === null || v.askAgain!(value as never)) continue; // still failing: a later read asks again
+      doc[v.name] = value;
+      changed = true;
+      log.info({ view: v.name }, 'a view asked again has a value now');
+    }
+    if (!changed) return;
+    // the parts as kept (putViews replaces the document and its parts together)
+    const parts: Uint8Array[] = [];
+    for (let i = 0; i < views.attachments.length; i++) {
+      const part = await store.readPart(key, i);
+      const bytes = part && (await collect(part.chunks, part.sizeBytes));
+      if (!bytes) return; // gone meanwhile
+      parts.push(bytes);
+    }
+    const next = doc as unknown as MessageViews;
+    await store.putViews(key, JSON.stringify(next), parts);
+    remember(key, next);
+  }
+
   async function backfill(key: string): Promise<void> {
     const src = await store.readRaw(key);
     const raw = src && (await collect(src.chunks, src.sizeBytes));
@@ -250,10 +329,17 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
   }
 
   return {
-    peek: (key) => cache.get(key)?.views,
+    peek: (key) => {
+      const views = cache.get(key)?.views;
+      if (views) askAgainIfDue(key, views);
+      return views;
+    },
     async get(key, reader = SERVICE_READER) {
       const hit = cache.get(key);
-      if (hit) return hit.views;
+      if (hit) {
+        askAgainIfDue(key, hit.views);
+        return hit.views;
+      }
       let d = inflight.get(key);
       if (d) d.promote(reader);
       else {
@@ -264,7 +350,10 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
         started.promise.then(() => inflight.delete(key), () => inflight.delete(key));
       }
       const views = await d.promise;
-      if (views) remember(key, views);
+      if (views) {
+        remember(key, views);
+        askAgainIfDue(key, views);
+      }
       return views;
     },
     backfillSearchText(key) {

@@ -78,7 +78,7 @@ export async function startSpamd(timeoutMs = 120_000): Promise<Spamd> {
 }
 
 /** A fake spamd: answers every request with `reply` (or never, when null), counting connections. */
-export async function fakeSpamd(reply: string | null): Promise<{ port: number; connections: number; server: Server }> {
+export async function fakeSpamd(reply: string | null, port = 0): Promise<{ port: number; connections: number; server: Server }> {
   const state = { port: 0, connections: 0, server: createServer({ allowHalfOpen: true }) }; // half-open: a client's end is not an answer
   const sockets = new Set<Socket>();
   state.server.on('connection', (s) => {
@@ -92,7 +92,7 @@ export async function fakeSpamd(reply: string | null): Promise<{ port: number; c
     });
   });
   state.server.on('close', () => sockets.forEach((s) => s.destroy()));
-  await new Promise<void>((ok) => state.server.listen(0, '127.0.0.1', ok));
+  await new Promise<void>((ok) => state.server.listen(port, '127.0.0.1', ok));
   state.port = (state.server.address() as { port: number }).port;
   const close = state.server.close.bind(state.server);
   state.server.close = ((cb?: (err?: Error) => void) => {

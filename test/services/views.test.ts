@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import pino from 'pino';
-import { createViewService } from '../../src/services/views.ts';
+import { ASK_AGAIN_TIMES, createViewService } from '../../src/services/views.ts';
 import { watchEventLoop } from '../helpers/loop.ts';
 import type { Lane } from '../../src/derive/pool.ts';
 import { VIEWS_VERSION } from '../../src/derive/registry.ts';
@@ -15,6 +15,7 @@ import { minimalViews } from '../../src/derive/views.ts';
 import { until } from '../helpers/time.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail } from '../conformance/harness.ts';
+import { FAKE_REPORT, fakeSpamd, freePort } from '../helpers/spamd.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-views-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -167,6 +168,75 @@ test('who derives first: readers before list rows and background work, callers i
     await Promise.all([...list, d, a4]);
     assert.equal(most, 2, 'never more derivations at once than workers');
   } finally {
+    await views.close();
+    await store.close();
+  }
+});
+
+test('a spam score that failed (spamd down) is asked again by a later read, and kept with the parts once spamd answers', async () => {
+  const port = await freePort(); // nothing listens there yet
+  const spamd = { host: '127.0.0.1', port };
+  const { store, key } = await stored(join(dir, 'ask-again.db'), mime('<p>Hello</p><img src="cid:ii_lx9k2f3a0">'));
+  const views = createViewService(store, LIMITS, log, { spamd, askAgainMs: 50 });
+  let fake: Awaited<ReturnType<typeof fakeSpamd>> | undefined;
+  try {
+    assert.deepEqual((await views.get(key))?.spam, { error: 'spamd unreachable' });
+    fake = await fakeSpamd(FAKE_REPORT, port); // spamd is back, where it was
+    await until(async () => {
+      const spam = (await views.get(key))?.spam;
+      return spam != null && 'score' in spam;
+    }, 'a later read asked spamd again', 10_000, 20);
+    const peeked = views.peek(key)?.spam;
+    assert.equal(peeked && 'score' in peeked ? peeked.score : null, 2.3, 'the kept views read the score');
+    assert.equal(fake.connections, 1);
+    // kept in the store, the parts with it: a new service reads the score without asking spamd
+    const again = createViewService(store, LIMITS, log, { spamd, askAgainMs: 50 });
+    try {
+      const kept = await again.get(key);
+      assert.equal(kept?.spam && 'score' in kept.spam ? kept.spam.score : null, 2.3);
+      assert.equal(fake.connections, 1, 'not asked again: the score was kept');
+      const part = await store.readPart(key, 0);
+      const bytes: Buffer[] = [];
+      for await (const c of part?.chunks ?? []) bytes.push(Buffer.from(c));
+      assert.equal(Buffer.concat(bytes).toString(), 'PNGDATA', 'the attachment is kept as it was');
+    } finally {
+      await again.close();
+    }
+  } finally {
+    fake?.server.close();
+    await views.close();
+    await store.close();
+  }
+});
+
+test(`a spam score still failing is asked again ${ASK_AGAIN_TIMES} times at most, waiting twice as long each time`, async () => {
+  const fake = await fakeSpamd('SPAMD/1.0 76 Bad header line: x\r\n\r\n'); // answers, with an error
+  const asks: number[] = [];
+  fake.server.on('connection', () => asks.push(performance.now()));
+  const { store, key } = await stored(join(dir, 'ask-again-times.db'), mime('<p>Hello</p>'));
+  const askAgainMs = 20;
+  const views = createViewService(store, LIMITS, log, { spamd: { host: '127.0.0.1', port: fake.port }, askAgainMs });
+  try {
+    const first = await views.get(key);
+    assert.match(first?.spam && 'error' in first.spam ? first.spam.error : '', /^spamd error: /);
+    assert.equal(fake.connections, 1);
+    const read = () => views.get(key);
+    await until(async () => (await read(), fake.connections === 1 + ASK_AGAIN_TIMES), `asked ${ASK_AGAIN_TIMES} more times`, 20_000, 10);
+    // nothing more may happen: twice the longest wait, reading all along
+    const end = performance.now() + 2 * askAgainMs * 2 ** ASK_AGAIN_TIMES;
+    while (performance.now() < end) {
+      await read();
+      await new Promise((r) => setTimeout(r, 10)); // quiet window: reads spaced over the time in which no more asks may come
+    }
+    assert.equal(fake.connections, 1 + ASK_AGAIN_TIMES, 'no more asks');
+    // bound: each wait at least twice the one before (lower bounds only: a loaded machine only waits longer;
+    // a little slack for the time between a read's decision and its connection)
+    for (let i = 1; i < ASK_AGAIN_TIMES; i++) {
+      const gap = asks[i + 1] - asks[i];
+      assert.ok(gap >= askAgainMs * 2 ** i * 0.8 - 5, `ask ${i + 1} came ${gap.toFixed(0)} ms after ask ${i}`);
+    }
+  } finally {
+    fake.server.close();
     await views.close();
     await store.close();
   }
