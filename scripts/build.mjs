@@ -8,9 +8,10 @@
 //   code, and falls back to tsx if it cannot build.
 // - Code splitting keeps the lazy imports lazy (the tool endpoint, the web pages, Redis): each
 //   `import()` target is its own chunk, with its own imports of packages.
-// - The derivation worker (src/derive/worker.ts) is built first, as an entry of its own; its file
-//   name is then defined into the main build as EPHEMAIL_WORKER_ENTRY, which src/derive/pool.ts
-//   starts its workers from (beside the chunk that holds the pool).
+// - The worker threads (src/derive/worker.ts, src/store/sqlite/writer.ts) are built first, as entries
+//   of their own; their file names are then defined into the main build as EPHEMAIL_WORKER_ENTRY and
+//   EPHEMAIL_WRITER_ENTRY, which src/derive/pool.ts and src/store/sqlite/group-commit.ts start their
+//   threads from (src/worker-entry.ts: beside the chunks of the main build).
 // - Every output file is named by its content hash and written by rename, and the manifest naming
 //   the main entry is written last, by rename: processes starting or building at the same time (a
 //   test suite) never see a half-written file, and a running service still finds its own lazy
@@ -95,13 +96,18 @@ export async function build() {
     metafile: true,
     logLevel: 'warning',
   };
-  const workerBuild = await esbuild.build({ ...common, entryPoints: { 'derive-worker': 'src/derive/worker.ts' } });
-  const workerOut = Object.entries(workerBuild.metafile.outputs).find(([, o]) => o.entryPoint === 'src/derive/worker.ts')?.[0];
-  if (!workerOut) throw new Error('build: no derivation worker entry');
+  // the worker threads' entries: the derivation worker and the SQLite writer
+  const workers = { 'derive-worker': 'src/derive/worker.ts', 'sqlite-writer': 'src/store/sqlite/writer.ts' };
+  const workerBuild = await esbuild.build({ ...common, entryPoints: workers });
+  const outOf = (entry) => {
+    const out = Object.entries(workerBuild.metafile.outputs).find(([, o]) => o.entryPoint === entry)?.[0];
+    if (!out) throw new Error(`build: no worker entry for ${entry}`);
+    return JSON.stringify(`./${relative(OUT_DIR, join(ROOT, out))}`);
+  };
   const mainBuild = await esbuild.build({
     ...common,
     entryPoints: { main: 'src/main.ts' },
-    define: { EPHEMAIL_WORKER_ENTRY: JSON.stringify(`./${relative(OUT_DIR, join(ROOT, workerOut))}`) },
+    define: { EPHEMAIL_WORKER_ENTRY: outOf(workers['derive-worker']), EPHEMAIL_WRITER_ENTRY: outOf(workers['sqlite-writer']) },
   });
   const mainOut = Object.entries(mainBuild.metafile.outputs).find(([, o]) => o.entryPoint === 'src/main.ts')?.[0];
   if (!mainOut) throw new Error('build: no main entry');

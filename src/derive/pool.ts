@@ -17,19 +17,12 @@ import { runOp, type Op, type OpOptions } from './ops.ts';
 import type { MessageSummary } from './summary.ts';
 import type { DerivedMessage } from './views.ts';
 import type { Reply, Task } from './worker.ts';
+import { workerEntry } from '../worker-entry.ts';
 
 /** What each task gives: `view` gives the view's value (the HTML check's, or the verdicts). */
 type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : O extends 'view' ? unknown : DerivedMessage;
 
 declare const EPHEMAIL_WORKER_ENTRY: string | undefined;
-
-/** The worker's entry file, and how to load it. */
-function workerEntry(): { url: URL; execArgv?: string[] } {
-  if (typeof EPHEMAIL_WORKER_ENTRY === 'string') return { url: new URL(EPHEMAIL_WORKER_ENTRY, import.meta.url) };
-  const url = new URL('./worker.ts', import.meta.url);
-  if (process.execArgv.some((a) => a.includes('tsx'))) return { url }; // inherited
-  return { url, execArgv: [...process.execArgv, '--import', import.meta.resolve('tsx/esm')] };
-}
 
 /** A task that ran past its budget; its worker was ended. */
 export class BudgetExceededError extends Error {}
@@ -83,7 +76,7 @@ export function createLane(options: LaneOptions = {}): Lane {
   const max = Math.max(1, options.workers ?? Math.min(4, availableParallelism()));
   const warn = options.warn ?? (() => undefined);
   const label = options.name ?? 'derivation';
-  const entry = workerEntry();
+  const entry = workerEntry(typeof EPHEMAIL_WORKER_ENTRY === 'string' ? EPHEMAIL_WORKER_ENTRY : undefined, new URL('./worker.ts', import.meta.url));
   interface Slot {
     worker: Worker;
     ready: boolean;

@@ -1,12 +1,16 @@
 // Group commit for the SQLite store: writes arriving together (new mail, derived views, sweep
 // batches) share one transaction and one fsync, on a writer thread with its own connection; every
 // write settles only after its COMMIT. The main thread keeps reading.
-import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { typedStoreError } from './errors.ts';
 import { SQL } from './migrations.ts';
+import { makeOps, type Batch, type Outcome, type WriteJob } from './write-ops.ts';
+
+export type { WriteJob } from './write-ops.ts';
+import type { WriterData, WriterMessage, WriterReply } from './writer.ts';
+import { workerEntry } from '../../worker-entry.ts';
 
 // Captured at load: a test's fake timers must not stall durable writes.
 const nextTurn = globalThis.setImmediate;
@@ -25,100 +29,10 @@ const WAL_LIMIT = 16 * 1024 * 1024;
 /** A batch writing this many bytes is checkpointed right after it commits. */
 const BIG_WRITE = 4 * 1024 * 1024;
 
-/** One write. Each runs in its own savepoint of the shared transaction: it fails alone, all or none. */
-export type WriteJob =
-  /**
-   * New mail: each message once ([key, raw, expiresAt, search text if any]), then its rows
-   * (SQL.insertEmail parameters). A raw message over 64 KiB that owns its buffer is moved to the
-   * writer thread: do not use it after.
-   */
-  | { kind: 'add'; messages: [string, Uint8Array, number, (string | null)?, (string | null)?][]; emails: unknown[][] }
-  /** The authentication verdicts of a message; 0 when it is gone. */
-  | { kind: 'auth'; key: string; verdicts: string }
-  /** The search text of a message that has none; 0 when it has one or is gone. */
-  | { kind: 'search'; key: string; text: string }
-  /** Derived views of a message and its decoded parts; 0 when the message was already freed. */
-  | { kind: 'views'; key: string; views: string; parts: Uint8Array[] }
-  /** Up to `limit` expired rows (and expired messages); returns how many rows. */
-  | { kind: 'sweep'; now: number; limit: number };
-
-// The operations, as plain JavaScript source: the writer thread evaluates it (nothing to compile),
-// and so does the main thread when it commits itself (`:memory:`, or until the thread is up).
-const OPS = `
-function makeOps(db, SQL) {
-  const st = {};
-  for (const k of Object.keys(SQL)) st[k] = db.prepare(SQL[k]);
-  const buf = (u) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-  const run = {
-    add(j) {
-      for (const m of j.messages) {
-        st.insertMessage.run(m[0], buf(m[1]), m[2]);
-        if (m[3] != null) st.insertSearch.run(m[0], Buffer.from(m[3], 'utf8'), m[0]);
-        if (m[4] != null) st.insertAuth.run(m[0], m[4]);
-      }
-      for (const e of j.emails) st.insertEmail.run(...e);
-      return 0;
-    },
-    views(j) {
-      st.clearParts.run(j.key);
-      const n = st.setViews.run(j.views, j.key).changes;
-      if (n) j.parts.forEach((p, i) => st.insertPart.run(j.key, i, buf(p), j.key));
-      return n;
-    },
-    auth(j) {
-      return st.setAuth.run(j.key, j.verdicts, j.key).changes;
-    },
-    search(j) {
-      return st.insertSearch.run(j.key, Buffer.from(j.text, 'utf8'), j.key).changes;
-    },
-    sweep(j) {
-      const n = st.sweepEmails.run(j.now, j.limit).changes;
-      st.sweepMessages.run(j.now, j.limit);
-      return n;
-    },
-  };
-  const one = db.transaction((j) => run[j.kind](j));
-  const errorOf = (e) => ({ message: String((e && e.message) || e), code: e && e.code });
-  return db.transaction((jobs) => jobs.map((j) => {
-    try { return { value: one(j) }; } catch (e) { if (!db.inTransaction) throw e; return { error: errorOf(e) }; }
-  }));
-}
-`;
-
-type Outcome = { value: number } | { error: { message: string; code?: string } };
-type Batch = (jobs: WriteJob[]) => Outcome[];
+declare const EPHEMAIL_WRITER_ENTRY: string | undefined;
 
 /** The batch runner on a connection of this thread. */
-export const localBatch = (db: Database.Database): Batch =>
-  new Function('db', 'SQL', `${OPS}\nreturn makeOps(db, SQL);`)(db, SQL) as Batch;
-
-const WRITER = `
-const { parentPort, workerData } = require('node:worker_threads');
-const Database = require(workerData.driver);
-const db = new Database(workerData.path);
-db.pragma('journal_mode = WAL');
-db.pragma('synchronous = FULL');
-db.pragma('foreign_keys = ON');
-db.pragma('busy_timeout = 5000');
-db.pragma('journal_size_limit = ${WAL_LIMIT}');
-${OPS}
-const batch = makeOps(db, workerData.sql);
-parentPort.on('message', (m) => {
-  if (m.close) {
-    db.close();
-    parentPort.close();
-    return;
-  }
-  let outcomes;
-  try { outcomes = batch(m.jobs); }
-  catch (e) { parentPort.postMessage({ seq: m.seq, failed: { message: String((e && e.message) || e), code: e && e.code } }); return; }
-  parentPort.postMessage({ seq: m.seq, outcomes });
-  // after a large write, move the WAL into the database now (so a big message is not held twice,
-  // in the WAL and the file, until the next automatic checkpoint); the WAL is then cut back
-  if (m.bytes > ${BIG_WRITE}) { try { db.pragma('wal_checkpoint(TRUNCATE)'); } catch {} }
-});
-parentPort.postMessage({ ready: true });
-`;
+export const localBatch = (db: Database.Database): Batch => makeOps(db, SQL);
 
 const asError = (e: { message: string; code?: string }) => Object.assign(new Error(e.message), e.code ? { code: e.code } : {});
 
@@ -186,22 +100,21 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
   const startWriter = () => {
     if (writer || writerDead || !path) return;
     try {
-      const w = new Worker(WRITER, {
-        eval: true,
-        workerData: { driver: createRequire(import.meta.url).resolve('better-sqlite3'), path, sql: SQL },
-      });
+      const entry = workerEntry(typeof EPHEMAIL_WRITER_ENTRY === 'string' ? EPHEMAIL_WRITER_ENTRY : undefined, new URL('./writer.ts', import.meta.url));
+      const workerData: WriterData = { path, sql: SQL, walLimit: WAL_LIMIT, bigWrite: BIG_WRITE };
+      const w = new Worker(entry.url, { execArgv: entry.execArgv, workerData });
       writer = w;
       w.unref();
-      w.on('message', (m: { ready?: true; seq?: number; outcomes?: Outcome[]; failed?: { message: string; code?: string } }) => {
-        if (m.ready) {
+      w.on('message', (m: WriterReply) => {
+        if ('ready' in m) {
           writerReady = true;
           return;
         }
         const batch = inFlight;
         if (!batch || batch.seq !== m.seq) return;
         inFlight = null;
-        if (m.outcomes) committed.thread++;
-        finish(batch.jobs, m.outcomes ?? null, m.failed ? unavailable(asError(m.failed)) : null);
+        if ('outcomes' in m) committed.thread++;
+        finish(batch.jobs, 'outcomes' in m ? m.outcomes : null, 'failed' in m ? unavailable(asError(m.failed)) : null);
         if (queue.length) flush();
         else settleIdle();
       });
@@ -245,7 +158,8 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
           }
         } else if (p.job.kind === 'views') for (const part of p.job.parts) bytes += part.byteLength;
       }
-      writer.postMessage({ seq, jobs: jobs.map((p) => p.job), bytes }, [...transfer]);
+      const batch: WriterMessage = { seq, jobs: jobs.map((p) => p.job), bytes };
+      writer.postMessage(batch, [...transfer]);
       return;
     }
     if (queue.length > 0) schedule();
@@ -301,7 +215,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
             clearTimeout(t);
             resolve();
           });
-          w.postMessage({ close: true });
+          w.postMessage({ close: true } satisfies WriterMessage);
         });
         if (!inFlight && queue.length) flush();
         settleIdle();
