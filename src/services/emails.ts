@@ -174,11 +174,16 @@ async function filteredPage(core: Core, address: string, query: ListQuery, filte
   }
 }
 
-export async function listEmails(core: Core, input: ListInput): Promise<ListOutput> {
-  const { address } = resolveInbox(core, input.address);
+/** A list's input checked (its inbox, cursors and filter, in that order) and its store query: one step for listEmails and listEmailsNow. */
+function checkedList(core: Core, input: ListInput, parse?: (raw: string) => Address | null) {
+  const { address } = resolveInbox(core, input.address, parse);
   checkCursors(input);
   const match = checkFilter(input);
-  const query = { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() };
+  return { address, match, query: { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() } };
+}
+
+export async function listEmails(core: Core, input: ListInput): Promise<ListOutput> {
+  const { address, match, query } = checkedList(core, input);
   const run = match ? () => filteredPage(core, address, query, match) : () => core.store.listEmails(address, query, core.clock.now());
   const ms = (input.waitSeconds ?? 0) * 1000;
   // nothing to hold: what hold() would do, without its promise
@@ -192,14 +197,13 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
 /**
  * listEmails answered at once when nothing is to be held or filtered and the store holds the page in
  * memory now (the read cache), else undefined (ask listEmails): a poll of a page read before takes
- * no promise turn. The same checks as listEmails, in the same order.
+ * no promise turn. The same checks as listEmails (checkedList).
  */
 export function listEmailsNow(core: Core, input: ListInput, parse?: (raw: string) => Address | null): ListOutput | undefined {
   if ((input.waitSeconds ?? 0) > 0 || !core.store.peekList) return undefined;
-  const { address } = resolveInbox(core, input.address, parse);
-  checkCursors(input);
-  if (checkFilter(input)) return undefined;
-  const emails = core.store.peekList(address, { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() }, core.clock.now());
+  const { address, match, query } = checkedList(core, input, parse);
+  if (match) return undefined;
+  const emails = core.store.peekList(address, query, core.clock.now());
   return emails && { address, emails, waited: false };
 }
 
