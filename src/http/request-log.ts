@@ -5,6 +5,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Bindings, ChildLoggerOptions, Level, LevelWithSilentOrString } from 'pino';
 
 type Log = FastifyBaseLogger;
+type LogArgs = Parameters<Log['info']>;
 
 /** The childLoggerFactory of buildApp: a logger that becomes `parent.child(bindings, options)` on first use. */
 export function lazyRequestLogger(parent: Log, bindings: Bindings, options: ChildLoggerOptions): Log {
@@ -34,28 +35,29 @@ class RequestLog {
   child(bindings: Bindings, options?: ChildLoggerOptions): Log {
     return this.log.child(bindings, options);
   }
-  // (each log method: a level the request's logger would drop makes no child either)
-  fatal(...args: Parameters<Log['fatal']>): void {
-    if (this.enabled('fatal')) this.log.fatal(...args);
+  fatal(...args: LogArgs): void {
+    this.write('fatal', args);
   }
-  error(...args: Parameters<Log['error']>): void {
-    if (this.enabled('error')) this.log.error(...args);
+  error(...args: LogArgs): void {
+    this.write('error', args);
   }
-  warn(...args: Parameters<Log['warn']>): void {
-    if (this.enabled('warn')) this.log.warn(...args);
+  warn(...args: LogArgs): void {
+    this.write('warn', args);
   }
-  info(...args: Parameters<Log['info']>): void {
-    if (this.enabled('info')) this.log.info(...args);
+  info(...args: LogArgs): void {
+    this.write('info', args);
   }
-  debug(...args: Parameters<Log['debug']>): void {
-    if (this.enabled('debug')) this.log.debug(...args);
+  debug(...args: LogArgs): void {
+    this.write('debug', args);
   }
-  trace(...args: Parameters<Log['trace']>): void {
-    if (this.enabled('trace')) this.log.trace(...args);
+  trace(...args: LogArgs): void {
+    this.write('trace', args);
   }
   silent(): void {}
 
-  private enabled(level: Level): boolean {
-    return this.made !== null || this.options.level !== undefined || this.isLevelEnabled(level);
+  /** Every log method: a level the request's logger would drop makes no child either. */
+  private write(level: Level, args: LogArgs): void {
+    if (this.made === null && this.options.level === undefined && !this.isLevelEnabled(level)) return;
+    (this.log[level] as (...a: LogArgs) => void)(...args);
   }
 }
