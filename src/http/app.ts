@@ -126,12 +126,8 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
 
   // a socket that sends and receives nothing for idleMs is closed (slowloris, a stalled download;
   // held waits are at most 30 s, event streams send a heartbeat every 15 s): one sweep every
-  // checkEveryMs (idle-sockets.ts)
-  const stopSweep = closeIdleSockets(app.server, timeouts.idleMs, timeouts.checkEveryMs);
-  app.addHook('onClose', (_app, done) => {
-    stopSweep();
-    done();
-  });
+  // checkEveryMs (idle-sockets.ts; it stops with the server)
+  closeIdleSockets(app.server, timeouts.idleMs, timeouts.checkEveryMs);
 
   app.decorate('endpointList', [] as FastifyInstance['endpointList']);
   app.addHook('onRoute', (route) => {
