@@ -64,7 +64,7 @@ function parseV1(buf: Buffer): ProxyParse {
   if (!isFamily) return invalid(`v1 header: unknown protocol ${JSON.stringify(proto.slice(0, 10))}`);
   if (!isFamily(src) || !isFamily(dst)) return invalid(`v1 header: addresses are not ${proto} addresses`);
   if (!PORT.test(sport) || !PORT.test(dport) || Number(sport) > 65535 || Number(dport) > 65535) return invalid('v1 header: ports must be 0–65535');
-  return { state: 'done', version: 1, length, source: { address: src.toLowerCase(), port: Number(sport) } };
+  return { state: 'done', version: 1, length, source: { address: proto === 'TCP6' ? unmapped(ipaddr.IPv6.parse(src)) : src, port: Number(sport) } };
 }
 
 function parseV2(buf: Buffer): ProxyParse {
@@ -91,8 +91,18 @@ function parseV2(buf: Buffer): ProxyParse {
     const address = `${buf[16]}.${buf[17]}.${buf[18]}.${buf[19]}`;
     return { state: 'done', version: 2, length, source: { address, port: buf.readUInt16BE(24) } };
   }
-  const address = ipaddr.fromByteArray([...buf.subarray(16, 32)]).toString();
+  const address = unmapped(ipaddr.fromByteArray([...buf.subarray(16, 32)]) as ipaddr.IPv6);
   return { state: 'done', version: 2, length, source: { address, port: buf.readUInt16BE(48) } };
+}
+
+/**
+ * The client address as the rest of the service takes it: an IPv4-mapped IPv6 source
+ * (`::ffff:198.51.100.9`, which a dual-stack balancer sends for an IPv4 client) is that IPv4
+ * address, so SPF, the caps and the logs see an IP in the form they know; other IPv6 addresses
+ * in their usual lowercase text form.
+ */
+function unmapped(addr: ipaddr.IPv6): string {
+  return addr.isIPv4MappedAddress() ? addr.toIPv4Address().toString() : addr.toString();
 }
 
 /** A matcher over addresses and CIDR blocks; an IPv4-mapped IPv6 peer matches its IPv4 entries. */

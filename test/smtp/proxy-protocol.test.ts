@@ -62,6 +62,17 @@ describe('PROXY header parser', () => {
     assert.deepEqual(parseProxyHeader(v2({ command: 'LOCAL' })), { state: 'done', version: 2, length: 16, source: null });
   });
 
+  test('an IPv4-mapped IPv6 source (v2 and v1 TCP6) is the IPv4 client address (issue 35, finding 7)', () => {
+    // ::ffff:198.51.100.9 written in hex groups; before, it came out as "::ffff:c633:6409" (not what SPF or the caps take)
+    const mapped = parseProxyHeader(v2({ src: '::ffff:c633:6409', sport: 4242 }));
+    assert.deepEqual(mapped.state === 'done' && mapped.source, { address: '198.51.100.9', port: 4242 });
+    const dotted = parseProxyHeader(Buffer.from('PROXY TCP6 ::ffff:198.51.100.9 2001:db8::25 4243 25\r\n', 'latin1'));
+    assert.deepEqual(dotted.state === 'done' && dotted.source, { address: '198.51.100.9', port: 4243 });
+    // an address that only looks alike stays IPv6
+    const compat = parseProxyHeader(v2({ src: '::c633:6409' }));
+    assert.equal(compat.state === 'done' && compat.source?.address, '::c633:6409');
+  });
+
   test('a header cut anywhere asks for more bytes, and reads the same once whole', () => {
     for (const h of [v1('203.0.113.9'), v2(), v2({ src: '2001:db8::1' })]) {
       const whole = parseProxyHeader(h);
@@ -208,6 +219,15 @@ describe('SMTP behind a PROXY protocol balancer', () => {
     assert.equal((await deliver(fresh.client, `rate@${D}`, 'another client')).code, 250);
     await fresh.client.quit();
     assert.ok(captured.find('inbound cap reached').some((l) => l.client === capped));
+  });
+
+  test('v2 with an IPv4-mapped IPv6 client: the delivery is logged and checked under the IPv4 address', async () => {
+    const { client, greeting } = await through(svc.smtpPort, v2({ src: '::ffff:c633:640a' }));
+    assert.equal(greeting.code, 220, greeting.text);
+    assert.equal((await deliver(client, `mapped@${D}`, 'mapped client')).code, 250);
+    await client.quit();
+    assert.ok(captured.find('through a PROXY protocol balancer').some((l) => l.client === '198.51.100.10'), JSON.stringify(captured.find('through a PROXY protocol balancer').slice(-1)));
+    assert.ok(captured.find('mail received').some((l) => l.client === '198.51.100.10'));
   });
 
   test('v2 LOCAL (the balancer\'s own health check) is served as the balancer itself', async () => {
