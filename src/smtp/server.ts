@@ -65,9 +65,19 @@ type Tracked = SMTPServerSession & { connection?: Connection; owed?: number; rel
  * that would make this unnecessary is named in docs/decisions.md ("SMTP").
  */
 const OWN_ENHANCED = /^[245]\.\d{1,3}\.\d{1,3} /;
-function sendOwnEnhancedCodes(connection: Connection): void {
+/**
+ * Wraps the connection's `send`: own enhanced codes (above), and with `authAfterTls` the EHLO reply
+ * of a session not yet in TLS lists no AUTH (Postfix's `smtpd_tls_auth_only = yes`: credentials
+ * are asked for only where they cannot be read on the way). smtp-server lists AUTH whenever the
+ * command is enabled; disabling it per session (`session.disabledCommands`) would also turn the
+ * 538 "STARTTLS first" to an early AUTH into a 500, so the one reply that lists it is filtered.
+ */
+function wrapSend(connection: Connection, authAfterTls: boolean): void {
   const send = connection.send.bind(connection);
-  connection.send = (code, data, context) => send(code, data, typeof data === 'string' && OWN_ENHANCED.test(data) ? false : context);
+  connection.send = (code, data, context) => {
+    if (authAfterTls && code === 250 && Array.isArray(data) && !connection.secure) data = data.filter((line) => !/^AUTH /.test(line));
+    send(code, data, typeof data === 'string' && OWN_ENHANCED.test(data) ? false : context);
+  };
 }
 
 /** Counts a reply the service owes the session until `callback` is called (once). */
@@ -152,6 +162,8 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   const ipCap = config.smtpCaps.perIpPerMinute ? { perMinute: config.smtpCaps.perIpPerMinute, perDay: Infinity } : null;
   const addressCap = config.smtpCaps.perAddressPerMinute ? { perMinute: config.smtpCaps.perAddressPerMinute, perDay: Infinity } : null;
   const perClient = createHoldCounter({ perAddress: limits.maxPerIp, per56: limits.maxPer56, per48: limits.maxPer48 });
+  // AUTH offered (accept-any) with STARTTLS on: offered only after STARTTLS
+  const authAfterTls = config.smtpAuth === 'accept-any' && tls !== null;
   let inflightBytes = 0;
   let running = false;
   // MIME parsing runs on the summary lane of the worker pool (started on the first message); SQLite stays on this thread
@@ -197,7 +209,8 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     disabledCommands: [...(config.smtpAuth === 'accept-any' ? [] : ['AUTH']), ...(tls ? [] : ['STARTTLS'])],
     ...(tls ? { key: tls.key, cert: tls.cert, hideSTARTTLS: false } : {}),
     // with STARTTLS on, AUTH only after it (Postfix's smtpd_tls_auth_only): before, 538; without
-    // TLS there is nothing to wait for, so AUTH works in clear (it accepts anyone anyway)
+    // TLS there is nothing to wait for, so AUTH works in clear (it accepts anyone anyway); EHLO
+    // lists AUTH only where it is taken (wrapSend)
     allowInsecureAuth: config.smtpAuth === 'accept-any' && !tls,
     size: config.maxMessageBytes,
     rejectOversized: true,
@@ -231,7 +244,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       const tracked = session as Tracked;
       // smtp-server adds a connection to `connections` before it asks onConnect about it
       for (const c of server.connections) if (c.session === session) tracked.connection = c;
-      if (tracked.connection) sendOwnEnhancedCodes(tracked.connection);
+      if (tracked.connection) wrapSend(tracked.connection, authAfterTls);
       const release = perClient.take(session.remoteAddress);
       if (!release) {
         core.log.info({ client: session.remoteAddress }, 'SMTP connection refused: too many open from this client');

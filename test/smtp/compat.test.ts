@@ -25,12 +25,14 @@ test('defaults: no AUTH and no STARTTLS offered; AUTH is refused; a client that 
   }
 });
 
-test('EPHEMAIL_SMTP_AUTH=accept-any and EPHEMAIL_SMTP_TLS=self-signed: AUTH only after STARTTLS; any credentials over STARTTLS deliver', { timeout: 60_000 }, async () => {
+test('EPHEMAIL_SMTP_AUTH=accept-any and EPHEMAIL_SMTP_TLS=self-signed: AUTH offered and taken only after STARTTLS; any credentials over STARTTLS deliver', { timeout: 60_000 }, async () => {
   const svc = await startService({ EPHEMAIL_SMTP_AUTH: 'accept-any', EPHEMAIL_SMTP_TLS: 'self-signed' }, { mounts: [] });
   try {
     const { client } = await SmtpClient.open(svc.smtpPort);
     const ehlo = await client.cmd('EHLO test.example');
     assert.match(ehlo.text, /STARTTLS/);
+    // issue 35, finding 9: AUTH is not offered in the clear, only after STARTTLS (smtpd_tls_auth_only)
+    assert.ok(!ehlo.lines.some((l) => /^AUTH\b/i.test(l)), `EHLO before STARTTLS offers no AUTH: ${ehlo.text}`);
     const plain = `AUTH PLAIN ${Buffer.from('\u0000whoever\u0000whatever').toString('base64')}`;
     const early = await client.cmd(plain);
     assert.equal(early.code, 538, `AUTH before STARTTLS is refused, as Postfix's smtpd_tls_auth_only does: ${early.code} ${early.text}`);
@@ -45,6 +47,21 @@ test('EPHEMAIL_SMTP_AUTH=accept-any and EPHEMAIL_SMTP_TLS=self-signed: AUTH only
     const info = await t.sendMail({ from: 'app@example.org', to: 'secure@ephemail.test', subject: 'over TLS', text: 'hello' });
     assert.match(info.response, /^250 /);
     assert.equal(await listed(svc.http, 'secure@ephemail.test'), 1);
+  } finally {
+    await svc.stop();
+  }
+});
+
+test('EPHEMAIL_SMTP_AUTH=accept-any without TLS: nothing to wait for, so AUTH is offered and taken in the clear', async () => {
+  const svc = await startService({ EPHEMAIL_SMTP_AUTH: 'accept-any' }, { mounts: [] });
+  try {
+    const { client } = await SmtpClient.open(svc.smtpPort);
+    const ehlo = await client.cmd('EHLO test.example');
+    assert.match(ehlo.text, /^AUTH PLAIN LOGIN$/m);
+    assert.doesNotMatch(ehlo.text, /STARTTLS/);
+    const auth = await client.cmd(`AUTH PLAIN ${Buffer.from('\u0000whoever\u0000whatever').toString('base64')}`);
+    assert.equal(auth.code, 235, auth.text);
+    await client.quit();
   } finally {
     await svc.stop();
   }
