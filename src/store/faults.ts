@@ -26,10 +26,14 @@ export interface FaultRule {
 
 export type AddFaultResult = 'ok' | 'address_full' | 'key_full';
 
+/** Which rules the operator's calls (the admin API) name: an address's, a key's, or that key's on that address. */
+export type FaultFilter = { address: string; keyHash?: string } | { address?: string; keyHash: string };
+
 export interface FaultStore {
   /**
-   * Adds the rule unless its address already has `maxPerAddress` unexpired rules or its key
-   * `maxPerKey` (counted at `now`). Rules of an address keep the order of their adding.
+   * Adds the rule unless its key already has `maxPerAddress` unexpired rules on its address, or
+   * `maxPerKey` in all (counted at `now`): one key's rules never keep another key from adding its
+   * own. Rules of an address keep the order of their adding.
    */
   addFault(rule: FaultRule, maxPerAddress: number, maxPerKey: number, now: number): Promise<AddFaultResult>;
   /** The address's unexpired rules of this key, in creation order. */
@@ -39,11 +43,19 @@ export interface FaultStore {
   /** Removes one rule of the key on the address; false when there is no such rule. */
   deleteFault(address: string, keyHash: string, id: string): Promise<boolean>;
   /**
+   * Unexpired rules by address (every key's), by key (on every address), or both; in creation
+   * order. For the operator: revoked keys' rules too, until they are removed or expire.
+   */
+  findFaults(filter: FaultFilter, now: number): Promise<FaultRule[]>;
+  /** Removes the rules `findFaults` would list (expired ones too); returns how many. */
+  removeFaults(filter: FaultFilter): Promise<number>;
+  /**
    * Uses the first (oldest) unexpired rule of the address for this stage whose `remaining` is not 0,
-   * any key's: its remaining drops by one, atomically across nodes. Returns that rule as it was
-   * before the use (or null), and whether the address has an unexpired, not used-up `data` rule
-   * left after it (the receiver looks at the end of DATA only then). One cheap read when the
-   * address has no rule.
+   * any live key's: its remaining drops by one, atomically across nodes. Rules of a revoked key
+   * (KeyStore revokeKeys, however it was called) never apply, from the revocation on. Returns that
+   * rule as it was before the use (or null), and whether the address has an unexpired, not used-up
+   * `data` rule left after it (the receiver looks at the end of DATA only then). One cheap read
+   * when the address has no rule.
    */
   takeFault(address: string, stage: FaultStage, now: number): Promise<{ rule: FaultRule | null; dataRules: boolean }>;
 }

@@ -1,6 +1,7 @@
 // The SMTP-fault part of the Store seam (src/store/faults.ts), run against every backend: the per-
-// address and per-key limits, creation order, a key's own rules, uses counted atomically under
-// parallel takes, expiry, and the `dataRules` hint the receiver reads at RCPT.
+// address (per key) and per-key limits, creation order, a key's own rules, uses counted atomically
+// under parallel takes, expiry, the `dataRules` hint the receiver reads at RCPT, the operator's
+// find and remove by address and by key, and a revoked key's rules applying no more.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
@@ -71,18 +72,64 @@ export function faultSuite(name: string, harness: StoreHarness): void {
       assert.deepEqual((await f.listFaults(address, r.keyHash, NOW)).map((x) => x.remaining), [0]);
     });
 
-    withStore('limits: per address (any key) and per key; expired rules neither count, list nor apply', async (store) => {
+    withStore('limits: per address (per key: another key still adds its own) and per key; expired rules neither count, list nor apply', async (store) => {
       const f = store.faults;
       const address = `full-${randomUUID().slice(0, 8)}@ephemail.test`;
       const keyHash = randomUUID().replace(/-/g, '');
-      for (let i = 0; i < 3; i++) assert.equal(await f.addFault(rule({ address, keyHash: i === 0 ? 'x'.repeat(64) : keyHash }), 3, 10, NOW), 'ok');
-      assert.equal(await f.addFault(rule({ address, keyHash }), 3, 10, NOW), 'address_full');
-      assert.equal(await f.addFault(rule({ keyHash }), 20, 2, NOW), 'key_full', 'the key has 2 already');
-      assert.equal(await f.addFault(rule({ keyHash }), 20, 3, NOW), 'ok', 'the refused add on a full address gave its place back');
+      const other = 'x'.repeat(64);
+      for (let i = 0; i < 3; i++) assert.equal(await f.addFault(rule({ address, keyHash }), 3, 10, NOW), 'ok');
+      assert.equal(await f.addFault(rule({ address, keyHash }), 3, 10, NOW), 'address_full', 'the key has 3 on the address');
+      for (let i = 0; i < 3; i++) assert.equal(await f.addFault(rule({ address, keyHash: other }), 3, 10, NOW), 'ok', 'another key adds its own');
+      assert.equal(await f.addFault(rule({ address, keyHash: other }), 3, 10, NOW), 'address_full');
+      assert.equal(await f.addFault(rule({ keyHash }), 20, 3, NOW), 'key_full', 'the key has 3 already');
+      assert.equal(await f.addFault(rule({ keyHash }), 20, 4, NOW), 'ok', 'the refused add on a full address gave its place back');
       const later = NOW + 3600_000;
       assert.deepEqual(await f.listFaults(address, keyHash, later), []);
       assert.equal((await f.takeFault(address, 'rcpt', later)).rule, null);
       assert.equal(await f.addFault(rule({ address, keyHash, createdAt: later, expiresAt: later + 3600_000 }), 3, 1, later), 'ok', 'expired ones count no more');
+    });
+
+    withStore('the operator finds and removes rules by address (every key), by key (every address) or both', async (store) => {
+      const f = store.faults;
+      const [a1, a2] = [`op1-${randomUUID().slice(0, 8)}@ephemail.test`, `op2-${randomUUID().slice(0, 8)}@ephemail.test`];
+      const [k1, k2] = [randomUUID().replace(/-/g, ''), randomUUID().replace(/-/g, '')];
+      const r = [rule({ address: a1, keyHash: k1 }), rule({ address: a1, keyHash: k2, createdAt: NOW + 1 }), rule({ address: a2, keyHash: k1, createdAt: NOW + 2 }), rule({ address: a2, keyHash: k2, createdAt: NOW + 3 })];
+      for (const x of r) assert.equal(await f.addFault(x, 20, 1000, NOW), 'ok');
+      const ids = (list: FaultRule[]) => list.map((x) => x.id);
+      assert.deepEqual(ids(await f.findFaults({ address: a1 }, NOW)), [r[0].id, r[1].id]);
+      assert.deepEqual(ids(await f.findFaults({ keyHash: k1 }, NOW)), [r[0].id, r[2].id]);
+      assert.deepEqual(ids(await f.findFaults({ address: a2, keyHash: k2 }, NOW)), [r[3].id]);
+      assert.deepEqual(await f.findFaults({ keyHash: k1 }, NOW + 3600_000), [], 'expired');
+      assert.equal(await f.removeFaults({ address: a2, keyHash: k2 }), 1);
+      assert.equal(await f.removeFaults({ keyHash: k1 }), 2);
+      assert.deepEqual(ids(await f.findFaults({ address: a1 }, NOW)), [r[1].id]);
+      assert.deepEqual(await f.findFaults({ address: a2 }, NOW), []);
+      assert.equal(await f.removeFaults({ address: a1 }), 1);
+      assert.deepEqual(await f.findFaults({ keyHash: k2 }, NOW), []);
+      assert.equal(await f.removeFaults({ keyHash: k2 }), 0);
+      // the places were given back: k1 may add its whole share again
+      for (let i = 0; i < 2; i++) assert.equal(await f.addFault(rule({ address: a1, keyHash: k1 }), 20, 2, NOW), 'ok');
+    });
+
+    withStore('a revoked key\'s rules apply no more, whoever revoked it; another key\'s rule on the address then answers', async (store) => {
+      const f = store.faults;
+      const address = `rev-${randomUUID().slice(0, 8)}@ephemail.test`;
+      const hash = randomUUID().replace(/-/g, '') + randomUUID().replace(/-/g, '');
+      const prefix = `eph_${randomUUID().replace(/-/g, '').slice(0, 8)}`;
+      await store.addKey({ hash, prefix, label: 'fault owner', contactEmail: null, createdAt: Date.now() });
+      const blocking = rule({ address, keyHash: hash, reply: '550 5.1.1 locked out' });
+      const data = rule({ address, keyHash: hash, stage: 'data', reply: '554 5.7.1 locked out' });
+      const own = rule({ address, keyHash: 'o'.repeat(64), reply: '451 4.7.1 the owner\'s rule', times: 1, remaining: 1 });
+      for (const x of [blocking, data, own]) assert.equal(await f.addFault(x, 20, 1000, NOW), 'ok');
+      const before = await f.takeFault(address, 'rcpt', NOW);
+      assert.equal(before.rule?.id, blocking.id);
+      assert.equal(before.dataRules, true);
+      assert.equal((await store.revokeKeys(prefix, Date.now())).length, 1);
+      const after = await f.takeFault(address, 'rcpt', NOW);
+      assert.equal(after.rule?.id, own.id, 'the next live key\'s rule');
+      assert.equal(after.dataRules, false, 'the revoked key\'s data rule counts no more');
+      assert.equal((await f.takeFault(address, 'data', NOW)).rule, null);
+      assert.deepEqual(await f.takeFault(address, 'rcpt', NOW), { rule: null, dataRules: false }, 'delivered');
     });
   });
 }
