@@ -1,5 +1,5 @@
 // The admin API (docs/deploy.md "The admin API"), over real sockets on one node: off without
-// EPHEMAIL_ADMIN_TOKEN (every admin path 404 like any unknown path, whatever is sent); on, a bearer
+// EPHEMAIL_ADMIN_TOKEN (every admin path answered as an unknown path, whatever is sent); on, a bearer
 // token compared in constant time, outside the quota, every call logged; domains added and retired
 // (served at once by the API, SMTP, the tool endpoint and the page; a retired one's mail still
 // readable); keys listed (never the key or its hash) and revoked; its own tag and security scheme.
@@ -20,21 +20,43 @@ const base = (svc: TestService) => svc.http.replace('127.0.0.1', 'localhost');
 describe('admin API off (no EPHEMAIL_ADMIN_TOKEN)', () => {
   let svc: TestService;
   before(async () => {
-    svc = await startService();
+    svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '1000' });
   });
   after(() => svc.stop());
 
-  test('every admin path is 404 not_found like any unknown path, with or without a bearer', async () => {
+  test('every admin path answers exactly as an unknown path does, whatever is sent: 404 with no credential or a valid key, 401 with a bad one', async () => {
+    const key = (await (await svc.api('/api/v1/keys', { method: 'POST' })).json()).data.api_key as string;
     const paths: [string, string][] = [
       ['GET', '/api/v1/admin/domains'], ['POST', '/api/v1/admin/domains'], ['DELETE', '/api/v1/admin/domains/new.example'],
-      ['GET', '/api/v1/admin/keys'], ['DELETE', '/api/v1/admin/keys/eph_abcdefgh'], ['GET', '/api/v1/admin'], ['GET', '/api/v1/%61dmin/keys'],
+      ['GET', '/api/v1/admin/keys'], ['DELETE', '/api/v1/admin/keys/eph_abcdefgh'], ['GET', '/api/v1/admin/faults?address=a%40ephemail.test'],
+      ['DELETE', '/api/v1/admin/faults?key_prefix=eph_abcdefgh'], ['GET', '/api/v1/admin'], ['GET', '/api/v1/%61dmin/keys'],
     ];
-    for (const [method, path] of paths) {
-      for (const authorization of [undefined, `Bearer ${TOKEN}`, 'Bearer eph_not-a-real-key', 'Basic abc']) {
-        const headers: Record<string, string> = authorization ? { authorization } : {};
-        const res = await svc.api(path, { method, headers: method === 'POST' ? { ...headers, 'content-type': 'application/json' } : headers, body: method === 'POST' ? '{"domain":"new.example"}' : undefined });
-        await expectError(res, 404, 'not_found', base(svc), /^No endpoint /);
+    const credentials: [Record<string, string>, number, string][] = [
+      [{}, 404, 'not_found'],
+      [{ authorization: `Bearer ${key}` }, 404, 'not_found'],
+      [{ 'x-api-key': key }, 404, 'not_found'],
+      [{ authorization: `Bearer ${TOKEN}` }, 401, 'unauthorized'],
+      [{ authorization: 'Bearer eph_not-a-real-key' }, 401, 'unauthorized'],
+      [{ authorization: 'Basic abc' }, 401, 'unauthorized'],
+    ];
+    // what the wire carries, with the path named in a 404's message put aside
+    const answer = async (method: string, path: string, headers: Record<string, string>) => {
+      const res = await svc.api(path, { method, headers: method === 'POST' ? { ...headers, 'content-type': 'application/json' } : headers, body: method === 'POST' ? '{"domain":"new.example"}' : undefined });
+      const body = JSON.parse(await res.text());
+      return {
+        status: res.status, contentType: res.headers.get('content-type'), limited: res.headers.get('ratelimit-limit'), keys: Object.keys(body),
+        type: body.error.type, message: body.error.message.replace(/^No endpoint \S+ \S+/, 'No endpoint …'),
+      };
+    };
+    for (const [headers, status, type] of credentials) {
+      for (const [method, path] of paths) {
+        const unknown = await answer(method, '/api/v1/no-such-endpoint', headers);
+        assert.equal(unknown.status, status);
+        assert.equal(unknown.type, type);
+        assert.deepEqual(await answer(method, path, headers), unknown, `${method} ${path} with ${JSON.stringify(headers)}`);
       }
+      const res = await svc.api('/api/v1/admin/domains', { headers });
+      await expectError(res, status, type, base(svc), status === 404 ? /^No endpoint GET \/api\/v1\/admin\/domains/ : undefined);
     }
   });
 

@@ -182,12 +182,12 @@ export function registerCaller(app: FastifyInstance, core: Core): void {
       return done(new AppError('invalid_request', `The API answers scripts and navigations, not ${dest.slice(0, 20)} loads (Sec-Fetch-Dest)`));
     }
     // The admin API: on, it is outside the quota and its own hook checks the admin token (a bearer
-    // that is no API key); off, its paths are unknown paths like any other (404), whatever is sent.
-    const admin = isAdminRequest(request);
-    if (admin && core.config.adminToken) return done();
+    // that is no API key); off, its paths are paths like any other: whatever is sent, the answer is
+    // the one an unknown path gets (a bad key 401, else 404), so nothing shows that they exist.
+    if (core.config.adminToken && isAdminRequest(request)) return done();
     let raw: string | undefined;
     try {
-      raw = admin ? undefined : presentedKey(request);
+      raw = presentedKey(request);
     } catch (err) {
       return refuse(request, reply, err, done);
     }
