@@ -2,9 +2,22 @@
 // authentication worker (services/authentication.ts), never on the event loop. Every DNS lookup the
 // checks make goes through one resolver per worker (EPHEMAIL_DNS_SERVERS, or the system's): each
 // query with a timeout, answers cached (TTL-bounded, size-bounded), and a deadline after which every
-// query fails at once, so a whole verdict takes at most its budget (docs/authentication.md).
+// query fails at once, so a whole verdict takes at most its budget (docs/authentication.md). Each
+// verdict counts its lookups: SPF's within RFC 7208's bound (VERDICT_LOOKUPS), no AAAA asked for an
+// IPv4 client, so a sender's record never makes the service send more than that per message.
+//
+// mailauth's four checks are imported from the subpaths its README and its typings document
+// (`mailauth/lib/dkim/verify`, `lib/spf`, `lib/dmarc`, `lib/arc`), never its main entry: that one
+// loads BIMI's stack (undici, @postalsys/vmc, asn1js, fast-xml-parser: ~10 MB per thread) although
+// BIMI is never checked here. authenticateParts() does what the main entry's authenticate() does
+// for these four, without BIMI, ARC sealing or trusting Received fields.
 import { promises as dns } from 'node:dns';
-import { authenticate } from 'mailauth';
+import { isIP } from 'node:net';
+import { domainToASCII } from 'node:url';
+import { arc } from 'mailauth/lib/arc/index.js';
+import { dkimVerify } from 'mailauth/lib/dkim/verify.js';
+import { evaluateDmarc } from 'mailauth/lib/dmarc/index.js';
+import { spf } from 'mailauth/lib/spf/index.js';
 
 /** What the checks need that the raw message lacks, recorded at ingest (SMTP session). */
 export interface Envelope {
@@ -204,28 +217,143 @@ export function capSignatures(raw: Buffer): Buffer {
   return Buffer.concat([Buffer.from(kept.join('\n'), 'latin1'), raw.subarray(end)]);
 }
 
+/**
+ * RFC 7208 section 4.6.4: at most 10 terms that query DNS, at most 10 names looked up per `mx` or
+ * `ptr` term, at most 2 void lookups. mailauth keeps the first and the third; the address lookups of
+ * one `mx` term count once for A and AAAA together there, so a verdict's lookups are counted here too.
+ */
+export const SPF_LIMITS = Object.freeze({ terms: 10, namesPerTerm: 10, voidLookups: 2 });
+/**
+ * DNS lookups one verdict may ask for (cached answers included), each check apart so one cannot
+ * starve another: SPF's RFC bound (the record, then per term its own query and at most 10 address
+ * lookups, and the `exp` explanation: 1 + 10 × 11 + 1) and the other checks' (DKIM: a key per
+ * signature, at most MAX_SIGNATURES; DMARC: the policy, its tree walk and the author domain's
+ * existence, about 10; ARC: the keys of a chain). A lookup past its bound is not asked: SPF is then
+ * `permerror` (as past RFC 7208's limits), the other checks fail as on a DNS error (`temperror`).
+ */
+export const VERDICT_LOOKUPS = Object.freeze({ spf: 1 + SPF_LIMITS.terms * (1 + SPF_LIMITS.namesPerTerm) + 1, others: 40 });
+
+type Lookup = (name: string, rrtype: string) => Promise<unknown>;
+
+/**
+ * The lookups of one check of one verdict: at most `bound` of them, past the deadline none, and for
+ * `a`, `mx` and `ptr` only the client's address family (RFC 7208 section 5 compares the client with
+ * A records for IPv4, AAAA for IPv6). No check but SPF asks AAAA, so for an IPv4 client an AAAA
+ * lookup is answered "no such record" without asking. For an IPv6 client, mailauth's lenient mode
+ * asks A and AAAA of the same name together (only to count void lookups); such an A lookup, made in
+ * the same turn as the AAAA one, is answered the same way; an A lookup alone (`exists`, DMARC) is
+ * asked. Skipped lookups are not counted; `seen` keeps the count (tests).
+ */
+export function verdictLookups(base: CachingResolver, deadline: number, ipv4Client: boolean, bound: number, seen: { lookups: number } = { lookups: 0 }): Lookup {
+  /** IPv6 client: A lookups waiting one turn to see whether an AAAA lookup of the name comes with them. */
+  const pairing = new Map<string, { aaaa: boolean }>();
+  const notAsked = (rrtype: string, name: string) => dnsError('ENODATA', `DNS ${rrtype} ${name}: not asked (the client's address is of the other family)`);
+  return async (name, rrtype) => {
+    if (ipv4Client && rrtype === 'AAAA') throw notAsked(rrtype, name);
+    if (!ipv4Client && rrtype === 'AAAA') {
+      const a = pairing.get(name);
+      if (a) a.aaaa = true;
+    }
+    if (!ipv4Client && rrtype === 'A') {
+      const mark = { aaaa: false };
+      pairing.set(name, mark);
+      await Promise.resolve(); // the AAAA lookup of a pair is asked in the same turn, before this resumes
+      if (pairing.get(name) === mark) pairing.delete(name);
+      if (mark.aaaa) throw notAsked(rrtype, name);
+    }
+    if (++seen.lookups > bound) {
+      // mailauth's SPF keeps a given spfResult: past the RFC's limits is a permerror (RFC 7208 4.6.4)
+      throw Object.assign(dnsError('ELOOKUPLIMIT', `DNS ${rrtype} ${name}: over the ${bound} lookups of a verdict`), {
+        spfResult: { error: 'permerror', text: 'Too many DNS requests' },
+      });
+    }
+    return base.resolve(name, rrtype, deadline);
+  };
+}
+
+/** A client address that is IPv4 (IPv4-mapped IPv6 included, as SPF reads it: RFC 7208 section 5). */
+const isIpv4Client = (ip: string) => isIP(ip) === 4 || /^::ffff:(?:\d{1,3}\.){3}\d{1,3}$/i.test(ip) || /^::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}$/i.test(ip);
+
+/** A domain as DMARC compares them: lowercase A-labels without the root dot. */
+const domainKey = (d: string) => {
+  const lower = String(d).toLowerCase().trim().normalize('NFC');
+  return (domainToASCII(lower) || lower).replace(/\.+$/, '');
+};
+/** RFC 2045 token (an authserv-id that needs no quotes). */
+const TOKEN = /^[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]+$/;
+
+interface Parts { spf: Lookup; others: Lookup }
+
+/**
+ * mailauth's authenticate() for DKIM, SPF, ARC and DMARC (mailauth/lib/mailauth.js, without BIMI,
+ * ARC sealing or Received fields): the same calls in the same order, the same result shape.
+ */
+async function authenticateParts(input: Buffer, envelope: Envelope, authservId: string, lookups: Parts): Promise<MailauthResult> {
+  const mta = TOKEN.test(authservId) ? authservId : `"${authservId.replace(/["\\]/g, (c) => `\\${c}`)}"`;
+  const dkimResult = (await dkimVerify(input, { resolver: lookups.others, sender: envelope.mailFrom } as Parameters<typeof dkimVerify>[1])) as unknown as {
+    results?: { info?: string; signingDomain?: string; id?: string; status: { result?: string; aligned?: string | false; underSized?: number } }[];
+    headerFrom?: string[]; fromFields?: number; arc?: unknown;
+  };
+  const ip = envelope.clientIp;
+  let helo = envelope.helo || ip;
+  if (helo && isIP(helo)) helo = `[${helo}]`;
+  const spfResult = (await spf({ ip, helo, sender: envelope.mailFrom, mta: authservId, resolver: lookups.spf } as Parameters<typeof spf>[0])) as unknown as { info?: string; status: { result?: string }; domain?: string };
+  const arcResult = (await arc(dkimResult.arc as Parameters<typeof arc>[0], { resolver: lookups.others, ip } as Parameters<typeof arc>[1])) as unknown as { info?: string; status?: { result?: string } };
+  const rows: string[] = [];
+  for (const row of dkimResult.results ?? []) if (row.info) rows.push(row.info);
+  if (spfResult?.info) rows.push(spfResult.info);
+  if (arcResult?.info) rows.push(arcResult.info);
+  type Dmarc = Exclude<MailauthResult['dmarc'], false | undefined> & { info?: string; alignment?: { dkim?: { strict?: boolean } } };
+  let dmarcResult: Dmarc | false = false;
+  if (dkimResult.headerFrom) {
+    const passing = (dkimResult.results ?? []).filter((r) => r.status.result === 'pass');
+    const evaluated = (await evaluateDmarc({
+      headerFrom: dkimResult.headerFrom,
+      fromFields: dkimResult.fromFields,
+      spfDomains: spfResult?.status?.result === 'pass' && spfResult.domain ? [spfResult.domain] : [],
+      dkimDomains: passing.map((r) => ({ id: r.id, domain: r.signingDomain!, aligned: r.status.aligned, underSized: r.status.underSized })),
+      arcResult,
+      resolver: lookups.others,
+    } as Parameters<typeof evaluateDmarc>[0])) as unknown as { response: Dmarc | false; dkimAligned?: Set<string> };
+    dmarcResult = evaluated.response || false;
+    if (dmarcResult && dmarcResult.info) rows.push(dmarcResult.info);
+    if (evaluated.dkimAligned && dmarcResult) {
+      // as mailauth does: passing signatures take the DMARC verdict, failing ones the record's alignment mode
+      const from = dmarcResult.status?.header?.from ?? '';
+      for (const row of dkimResult.results ?? []) {
+        if (row.status.result === 'pass') row.status.aligned = evaluated.dkimAligned.has(domainKey(row.signingDomain ?? '')) ? row.signingDomain! : false;
+        else if (dmarcResult.alignment?.dkim?.strict) row.status.aligned = row.status.aligned && domainKey(row.signingDomain ?? '') === domainKey(from) ? row.signingDomain! : false;
+      }
+    }
+  }
+  return {
+    dkim: dkimResult as MailauthResult['dkim'],
+    spf: spfResult as MailauthResult['spf'],
+    dmarc: dmarcResult,
+    arc: (arcResult as MailauthResult['arc']) || false,
+    headers: `Authentication-Results: ${mta};\r\n ${rows.join(';\r\n ')}\r\n`,
+  };
+}
+
 /** The verdicts of one message; never throws (a failure is a temperror verdict). */
-export async function authenticateMessage(raw: Uint8Array, task: AuthTask): Promise<Authentication> {
+export async function authenticateMessage(raw: Uint8Array, task: AuthTask, seen?: { spf: { lookups: number }; others: { lookups: number } }): Promise<Authentication> {
   const started = Date.now();
   const deadline = started + task.budgetMs;
   const dnsResolver = resolverFor(task);
   const { envelope } = task;
+  const ipv4 = isIpv4Client(envelope.clientIp);
+  const lookups: Parts = {
+    spf: verdictLookups(dnsResolver, deadline, ipv4, VERDICT_LOOKUPS.spf, seen?.spf),
+    others: verdictLookups(dnsResolver, deadline, ipv4, VERDICT_LOOKUPS.others, seen?.others),
+  };
   let timer: NodeJS.Timeout | undefined;
   const outOfTime = new Promise<Authentication>((resolve) => {
     // the resolver fails every query after the deadline; this catches what is left (a little later)
     timer = setTimeout(() => resolve(temperrorVerdict(task, 'time budget spent')), task.budgetMs + 250);
   });
   const run = (async () => {
-    const result = (await authenticate(capSignatures(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength)), {
-      ip: envelope.clientIp,
-      helo: envelope.helo,
-      sender: envelope.mailFrom,
-      mta: task.authservId,
-      resolver: (name: string, rrtype: string) => dnsResolver.resolve(name, rrtype, deadline),
-      disableBimi: true,
-      trustReceived: false,
-    } as Parameters<typeof authenticate>[1])) as MailauthResult;
-    return verdictOf(result, task);
+    const input = capSignatures(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
+    return verdictOf(await authenticateParts(input, envelope, task.authservId, lookups), task);
   })().catch((err: unknown) => temperrorVerdict(task, String((err as Error)?.message ?? err).slice(0, 200).replace(/[\r\n;()]/g, ' ')));
   try {
     return await Promise.race([run, outOfTime]);
