@@ -1,8 +1,9 @@
 // `ephemail-client` (`npx @ephemail/client …`): the client's helpers as a shell command for CI steps.
 //   ADDR=$(npx @ephemail/client inbox)
 //   CODE=$(npx @ephemail/client wait "$ADDR" --code --subject verify)
-// Built on this package's own client (createEphemail). Exit 0 with the answer on stdout; 1 with one
-// line on stderr when the wait runs out or the service refuses; 2 on a usage error.
+// Built on this package's own client (createEphemail): the same redirect rule and body cap (64 MiB).
+// Exit 0 with the answer on stdout; 1 with one line on stderr when the wait runs out, the service
+// refuses or answers with something unusable; 2 on a usage error.
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createEphemail, EphemailError, EphemailTimeoutError, idAt, LINK_KINDS } from './index.js';
@@ -56,8 +57,9 @@ Environment:
                     one IP mint 3 a day by default)
 
 Exit status: 0 with the answer on stdout; 1 with one line on stderr when nothing arrived in time,
-the email has no code or link of that kind, or the service refused or could not be reached;
-2 on a usage error.
+the email has no code or link of that kind, or the service refused, could not be reached, or
+answered with something unusable (not JSON, a body over 64 MiB, a redirect to another origin:
+never followed, so the key is not sent there); 2 on a usage error.
 
 Example (a CI step):
   ADDR=$(npx @ephemail/client inbox)

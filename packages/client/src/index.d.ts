@@ -17,8 +17,16 @@ export type FaultInput = NonNullable<paths['/api/v1/inboxes/{address}/faults']['
 export declare const LINK_KINDS: readonly LinkKind[];
 /** The kinds of a main action link (waitForLink's default). */
 export declare const ACTION_LINK_KINDS: readonly LinkKind[];
+/** The largest answer body the client reads unless `maxBodyBytes` says otherwise: 64 MiB. */
+export declare const DEFAULT_MAX_BODY_BYTES: number;
 export declare class EphemailError extends Error {
-  /** The spec's error type (not_found, rate_limited, key_required, …), or timeout / no_code / no_link / unexpected_email. */
+  /**
+   * The spec's error type (not_found, rate_limited, key_required, …, or http_error / internal_error
+   * for an error answer without one), or the client's own: timeout, no_code, no_link,
+   * unexpected_email; invalid_response (not JSON, or without a field the client reads),
+   * response_too_large (a body above maxBodyBytes), redirect_refused (a redirect to another origin),
+   * connection_error (an answer cut off).
+   */
   readonly type: string;
   /** HTTP status (0 when the error is the client's own). */
   readonly status: number;
@@ -78,4 +86,14 @@ export interface Ephemail {
   ensureKey(): Promise<string>;
 }
 
-export declare function createEphemail(options?: { baseUrl?: string; apiKey?: string; fetch?: typeof fetch }): Ephemail;
+export interface EphemailOptions {
+  /** The service (default http://localhost:8025). */
+  baseUrl?: string;
+  /** A key; without one, the first wait mints one. */
+  apiKey?: string;
+  fetch?: typeof fetch;
+  /** The largest answer body read, in bytes (default DEFAULT_MAX_BODY_BYTES, 64 MiB); a larger one is a `response_too_large` EphemailError. */
+  maxBodyBytes?: number;
+}
+
+export declare function createEphemail(options?: EphemailOptions): Ephemail;
