@@ -13,7 +13,7 @@ Standard library only. The pytest fixtures ``ephemail`` and ``ephemail_inbox`` a
 
 __version__ = "0.2.0"
 
-from .client import DEFAULT_URL, Ephemail, Inbox, id_at  # noqa: E402
+from .client import DEFAULT_MAX_BODY_BYTES, DEFAULT_URL, Ephemail, Inbox, id_at  # noqa: E402
 from .errors import (  # noqa: E402
     ApiError,
     ConflictError,
@@ -26,6 +26,8 @@ from .errors import (  # noqa: E402
     NoLinkError,
     NotFoundError,
     RateLimitedError,
+    RedirectRefusedError,
+    ResponseTooLargeError,
     ServerError,
     UnauthorizedError,
     UnexpectedEmailError,
@@ -35,6 +37,7 @@ from .models import Attachment, Code, Email, EmailSummary, Header, Link  # noqa:
 __all__ = [
     "__version__",
     "DEFAULT_URL",
+    "DEFAULT_MAX_BODY_BYTES",
     "Ephemail",
     "Inbox",
     "id_at",
@@ -58,4 +61,6 @@ __all__ = [
     "UnexpectedEmailError",
     "ConnectionFailedError",
     "InvalidResponseError",
+    "ResponseTooLargeError",
+    "RedirectRefusedError",
 ]

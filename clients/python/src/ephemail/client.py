@@ -1,9 +1,14 @@
 """The client: an ``Ephemail`` for one service, an ``Inbox`` per address, and waits built on the
 service's ``GET /api/v1/inboxes/{address}/latest?wait=`` (held requests, no polling storm), looped
-within a total timeout, honouring ``retry-after`` on 429. Standard library only (urllib, json)."""
+within a total timeout, honouring ``retry-after`` on 429. Standard library only (urllib, json).
+
+Every answer is read through one opener that follows redirects only within the service's origin
+(a redirect elsewhere raises ``RedirectRefusedError``: the API key is never sent to another host),
+and every body is read up to ``max_body_bytes`` (``ResponseTooLargeError`` beyond)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import socket
@@ -24,14 +29,22 @@ from .errors import (
     InvalidResponseError,
     NoCodeError,
     NoLinkError,
+    RedirectRefusedError,
+    ResponseTooLargeError,
     UnexpectedEmailError,
     api_error,
 )
 from .models import Email, EmailSummary, convert
 
-__all__ = ["Ephemail", "Inbox", "Operation", "OPERATIONS", "ERROR_FIELDS", "DEFAULT_URL", "id_at", "ACTION_LINK_KINDS"]
+__all__ = ["Ephemail", "Inbox", "Operation", "OPERATIONS", "ERROR_FIELDS", "DEFAULT_URL", "DEFAULT_MAX_BODY_BYTES", "id_at", "ACTION_LINK_KINDS"]
 
 DEFAULT_URL = "http://localhost:8025"
+
+#: The largest answer body the client reads unless ``max_body_bytes`` says otherwise: 64 MiB.
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+#: Bytes read from a body at a time.
+_CHUNK = 64 * 1024
 
 #: The link kinds ``wait_for_link(kind=None)`` takes: the ones a sign-up or sign-in test follows.
 ACTION_LINK_KINDS = ("verify", "reset_password", "login")
@@ -95,18 +108,87 @@ def _cursor(since: Since) -> Optional[str]:
     return id_at(since)
 
 
+def _origin(url: str) -> Tuple[str, str, Optional[int]]:
+    """(scheme, host, port) of a URL, the port made explicit: what "the same origin" compares."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port if port is not None else {"http": 80, "https": 443}.get(scheme)
+
+
+def _size(n: int) -> str:
+    mib, kib = 1024 * 1024, 1024
+    return f"{n // mib} MiB" if n % mib == 0 else f"{n // kib} KiB" if n % kib == 0 else f"{n} bytes"
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the origin of the request it answers; raises
+    ``RedirectRefusedError`` for any other, before anything (the key above all) is sent there."""
+
+    max_redirections = 5
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Optional[urllib.request.Request]:
+        if _origin(newurl) != _origin(req.full_url):
+            fp.close()
+            target = urllib.parse.urlsplit(newurl)
+            where = f"{target.scheme}://{target.netloc}"
+            raise RedirectRefusedError(
+                f"{req.get_method()} {urllib.parse.urlsplit(req.full_url).path}: the service redirected to another origin ({where}); "
+                "refused, so the API key is not sent there (point the client at the address the service answers on)",
+                status=code,
+                location=newurl,
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _read_capped(res: Any, limit: int, where: str, status: int) -> bytes:
+    """The body of ``res`` (a response or an ``HTTPError``), at most ``limit`` bytes: read in chunks,
+    refused at once when its ``content-length`` is larger, or as soon as more arrives."""
+    too_large = ResponseTooLargeError(f"{where}: the service's answer is larger than {_size(limit)} (max_body_bytes); not read", status=status)
+    declared = (res.headers.get("content-length") or "").strip() if res.headers else ""
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks: List[bytes] = []
+    total = 0
+    while True:
+        try:
+            chunk = res.read(min(_CHUNK, limit + 1 - total))
+        except (http.client.IncompleteRead, ConnectionError, socket.timeout) as e:
+            raise ConnectionFailedError(f"{where}: the service's answer was cut off ({type(e).__name__})") from None
+        if not chunk:
+            if declared.isdigit() and total < int(declared):
+                # read(amt) ends quietly at a closed connection: the length it promised says it was cut
+                raise ConnectionFailedError(f"{where}: the service's answer was cut off ({total} of {declared} bytes)")
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > limit:
+            raise too_large
+        chunks.append(chunk)
+
+
 class Ephemail:
     """A client for one ephemail service.
 
     ``api_key``: a free key (``POST /api/v1/keys``); without one, the first wait mints one and the
     client reuses it (``api_key`` then shows it). ``timeout``: seconds one HTTP request may take
-    (a held wait adds its own seconds)."""
+    (a held wait adds its own seconds). ``max_body_bytes``: the largest answer body read (default
+    64 MiB); a larger one raises ``ResponseTooLargeError``.
 
-    def __init__(self, base_url: str = DEFAULT_URL, api_key: Optional[str] = None, timeout: float = 30.0) -> None:
+    Redirects are followed only within the service's origin (scheme, host, port); one to another
+    origin raises ``RedirectRefusedError`` and nothing is sent there."""
+
+    def __init__(self, base_url: str = DEFAULT_URL, api_key: Optional[str] = None, timeout: float = 30.0, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+        if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes <= 0:
+            raise ValueError(f"max_body_bytes wants a whole number of bytes above 0, got {max_body_bytes!r}")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.max_body_bytes = max_body_bytes
         self._api_key = api_key or None
         self._minting = threading.Lock()
+        self._opener = urllib.request.build_opener(_SameOriginRedirects())
 
     def __repr__(self) -> str:
         return f"Ephemail({self.base_url!r})"
@@ -147,11 +229,16 @@ class Ephemail:
             if self._api_key:
                 headers["authorization"] = f"Bearer {self._api_key}"
             request = urllib.request.Request(url, data=data, headers=headers, method=o.method)
+            where = f"{o.method} {o.path}"
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout + hold) as res:
-                    status, payload = res.status, res.read()
+                with self._opener.open(request, timeout=self.timeout + hold) as res:
+                    status = res.status
+                    payload = _read_capped(res, self.max_body_bytes, where, status)
             except urllib.error.HTTPError as e:
-                err = self._error(e)
+                try:
+                    err = self._error(e, _read_capped(e, self.max_body_bytes, where, e.code))
+                finally:
+                    e.close()  # the rest of a refused body is not read: the connection goes
                 if err.status == 429 and err.retry_after is not None and time.monotonic() + err.retry_after < end:
                     time.sleep(err.retry_after)
                     continue
@@ -159,6 +246,8 @@ class Ephemail:
             except (urllib.error.URLError, socket.timeout, ConnectionError) as e:
                 reason = getattr(e, "reason", e)
                 raise ConnectionFailedError(f"cannot reach {self.base_url} ({reason}): is ephemail running there?") from None
+            except http.client.HTTPException as e:
+                raise InvalidResponseError(f"{where}: {self.base_url} did not answer in HTTP ({type(e).__name__})") from None
             if status != o.status:
                 raise InvalidResponseError(f"{o.method} {o.path}: expected HTTP {o.status}, got {status}", status=status)
             if o.result is bytes:
@@ -166,8 +255,7 @@ class Ephemail:
             try:
                 value: Any = json.loads(payload)
             except ValueError:
-                raise InvalidResponseError(f"{o.method} {o.path}: the answer is not JSON", status=status) from None
-            where = f"{o.method} {o.path}"
+                raise InvalidResponseError(f"{where}: the answer is not JSON", status=status) from None
             for step in o.pointer:
                 if not isinstance(value, dict) or step not in value:
                     raise InvalidResponseError(f"{where}: the field {step!r} is missing from the service's answer", status=status, body=value)
@@ -176,8 +264,7 @@ class Ephemail:
             return convert(value, o.result, where, self)
 
     @staticmethod
-    def _error(e: urllib.error.HTTPError) -> EphemailError:
-        raw = e.read()
+    def _error(e: urllib.error.HTTPError, raw: bytes) -> EphemailError:
         retry: Optional[float] = None
         header = e.headers.get(RETRY_AFTER) if e.headers else None
         if header:

@@ -1,6 +1,7 @@
 """Errors raised by the ephemail client. Each carries the spec's error ``type`` (``not_found``,
 ``rate_limited``, ``key_required``, …, or the client's own ``timeout``, ``no_code``, ``no_link``,
-``unexpected_email``, ``connection_error``, ``invalid_response``), the HTTP ``status`` (0 when the
+``unexpected_email``, ``connection_error``, ``invalid_response``, ``response_too_large``,
+``redirect_refused``), the HTTP ``status`` (0 when the
 error is the client's own) and ``retry_after`` (seconds, when the service gave one)."""
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ __all__ = [
     "UnexpectedEmailError",
     "ConnectionFailedError",
     "InvalidResponseError",
+    "ResponseTooLargeError",
+    "RedirectRefusedError",
 ]
 
 
@@ -124,7 +127,8 @@ class UnexpectedEmailError(EphemailError, AssertionError):
 
 
 class ConnectionFailedError(EphemailError, ConnectionError):
-    """The service could not be reached, or did not answer in time (``connection_error``)."""
+    """The service could not be reached, did not answer in time, or its answer was cut off
+    (``connection_error``)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, type="connection_error")
@@ -137,3 +141,24 @@ class InvalidResponseError(EphemailError):
     def __init__(self, message: str, *, status: int = 0, body: Any = None) -> None:
         super().__init__(message, type="invalid_response", status=status)
         self.body = body
+
+
+class ResponseTooLargeError(InvalidResponseError):
+    """An answer whose body is larger than the client's ``max_body_bytes`` (``response_too_large``):
+    the client stops reading it (at once when its ``content-length`` says so). ``status`` is the
+    answer's HTTP status."""
+
+    def __init__(self, message: str, *, status: int = 0) -> None:
+        super().__init__(message, status=status)
+        self.type = "response_too_large"
+
+
+class RedirectRefusedError(InvalidResponseError):
+    """The service answered a redirect to another origin (scheme, host or port): the client does not
+    follow it, so the API key is never sent there (``redirect_refused``). ``status`` is the redirect's
+    (301, 302, 303, 307, 308); ``location`` where it pointed."""
+
+    def __init__(self, message: str, *, status: int = 0, location: str = "") -> None:
+        super().__init__(message, status=status)
+        self.type = "redirect_refused"
+        self.location = location
