@@ -32,7 +32,7 @@ export const ERROR_MEANING: Record<ErrorType, string> = {
   not_found: 'No such resource; most often the email expired (about one hour after arrival).',
   address_in_use: 'An explicit local_part was asked for, but that address already holds mail. Delete its mail first, or omit local_part for a random empty address.',
   too_many_webhooks: 'The key already has its maximum number of webhooks (10 by default; delete one first), or the address already has 10 webhooks from all keys together.',
-  conflict: 'The change contradicts the configuration or a bound: admin API (retiring a domain of EPHEMAIL_DOMAINS, too many active domains), SMTP fault rules (20 per address, 1,000 per key). The message says which.',
+  conflict: 'The change contradicts the configuration or a bound: admin API (retiring a domain of EPHEMAIL_DOMAINS, too many active domains), SMTP fault rules (20 per address for each key, 1,000 per key). The message says which.',
   rate_limited: 'Per-minute limit exceeded; the retry-after header gives seconds.',
   quota_exceeded: 'Daily quota exhausted; it resets at 00:00 UTC and waiting for the minute window does not help.',
   too_many_waiters: 'The key already has its maximum long-polls in flight.',

@@ -1,7 +1,9 @@
 // SMTP faults on demand, per address (docs/faults.md): an API key makes an address's RCPT TO or end of
 // DATA answer with a chosen 4xx/5xx reply, a late reply, or a dropped connection, for a number of
 // transactions or until deleted. Rules are kept in the store (every node applies them) and expire
-// with the inbox TTL (EPHEMAIL_EMAIL_TTL_SECONDS). The receiver's side is smtp/server.ts.
+// with the inbox TTL (EPHEMAIL_EMAIL_TTL_SECONDS). The receiver's side is smtp/server.ts. Each key has
+// its own share of an address (FAULTS_PER_ADDRESS); a revoked key's rules stop applying (the store);
+// the operator finds and removes any key's rules (the admin API: findFaults, removeFaults).
 import { randomBytes } from 'node:crypto';
 import { iso } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
@@ -12,6 +14,7 @@ import type { Core } from './core.ts';
 type FaultCore = Pick<Core, 'faults' | 'domains' | 'clock' | 'config' | 'log'>;
 import { resolveInbox } from './emails.ts';
 
+/** Rules one key may have on one address (each key its own share: one key never fills an address for the others). */
 export const FAULTS_PER_ADDRESS = 20;
 export const FAULTS_PER_KEY = 1000;
 export const FAULT_DELAY_MAX_SECONDS = 120;
@@ -92,15 +95,17 @@ export async function addFault(core: FaultCore, keyHash: string, rawAddress: str
     createdAt: now, expiresAt: now + core.config.emailTtlSeconds * 1000,
   };
   const r = await core.faults.addFault(rule, FAULTS_PER_ADDRESS, FAULTS_PER_KEY, now);
-  if (r === 'address_full') throw new AppError('conflict', `${address} already has ${FAULTS_PER_ADDRESS} fault rules (all keys together); delete one with DELETE /api/v1/inboxes/{address}/faults/{id} first`);
+  if (r === 'address_full') throw new AppError('conflict', `this key already has ${FAULTS_PER_ADDRESS} fault rules on ${address}; delete one with DELETE /api/v1/inboxes/{address}/faults/{id} first`);
   if (r === 'key_full') throw new AppError('conflict', `this key already has ${FAULTS_PER_KEY} fault rules; delete some first (they also expire with the inbox TTL)`);
   core.log.info({ fault_id: rule.id, address, stage: rule.stage, reply: rule.reply, delay_seconds: rule.delaySeconds, disconnect: rule.disconnect, times: rule.times }, 'SMTP fault rule added');
   return rule;
 }
 
-export async function listFaults(core: FaultCore, keyHash: string, rawAddress: string): Promise<{ address: string; rules: FaultRule[] }> {
+export async function listFaults(core: FaultCore, keyHash: string, rawAddress: string): Promise<{ address: string; rules: FaultRule[]; others: number }> {
   const { address } = resolveInbox(core, rawAddress);
-  return { address, rules: await core.faults.listFaults(address, keyHash, core.clock.now()) };
+  const now = core.clock.now();
+  const all = await core.faults.findFaults({ address }, now);
+  return { address, rules: all.filter((r) => r.keyHash === keyHash), others: all.filter((r) => r.keyHash !== keyHash).length };
 }
 
 export async function clearFaults(core: FaultCore, keyHash: string, rawAddress: string): Promise<{ address: string; deleted: number }> {
@@ -111,4 +116,33 @@ export async function clearFaults(core: FaultCore, keyHash: string, rawAddress: 
 export async function deleteFault(core: FaultCore, keyHash: string, rawAddress: string, id: string): Promise<void> {
   const { address } = resolveInbox(core, rawAddress);
   if (!(await core.faults.deleteFault(address, keyHash, id))) throw new AppError('not_found', `this key has no fault rule ${JSON.stringify(id.slice(0, 60))} on ${address}`);
+}
+
+/** The operator's choice of rules: an address's (every key's), the rules of keys (by hash), or both. */
+export interface FaultSelection {
+  address?: string;
+  keyHashes?: string[];
+}
+
+async function selected(core: FaultCore, sel: FaultSelection): Promise<{ address?: string; hashes: (string | undefined)[] }> {
+  const address = sel.address === undefined ? undefined : resolveInbox(core, sel.address).address;
+  if (address === undefined && sel.keyHashes === undefined) throw bad('name the rules: address, key_prefix or both');
+  return { address, hashes: sel.keyHashes ?? [undefined] };
+}
+
+/** Every key's rules matching the selection, revoked keys' too (the operator's view), in creation order. */
+export async function findFaults(core: FaultCore, sel: FaultSelection): Promise<FaultRule[]> {
+  const { address, hashes } = await selected(core, sel);
+  const now = core.clock.now();
+  const lists = await Promise.all(hashes.map((keyHash) => core.faults.findFaults((address !== undefined ? { address, keyHash } : { keyHash: keyHash as string }), now)));
+  return lists.flat().sort((a, b) => a.createdAt - b.createdAt);
+}
+
+/** Removes the rules matching the selection; returns how many. */
+export async function removeFaults(core: FaultCore, sel: FaultSelection): Promise<number> {
+  const { address, hashes } = await selected(core, sel);
+  let deleted = 0;
+  for (const keyHash of hashes) deleted += await core.faults.removeFaults(address !== undefined ? { address, keyHash } : { keyHash: keyHash as string });
+  if (deleted > 0) core.log.info({ address, keys: sel.keyHashes?.length, deleted }, 'SMTP fault rules removed by the operator');
+  return deleted;
 }

@@ -66,7 +66,7 @@ describe('SMTP faults on demand', () => {
     assert.equal((await list('a@ephemail.test')).meta.count, 0, 'nothing was kept');
   });
 
-  test('201 with the rule; a key sees its own rules; delete one, clear, 404 for an unknown id; 409 past 20 per address', async () => {
+  test('201 with the rule; a key sees its own rules; delete one, clear, 404 for an unknown id; 409 past 20 per address for one key, while another key adds its own', async () => {
     const res = await add('Crud@ephemail.test', { stage: 'rcpt', reply: '451 4.7.1 Try again later', times: 2 });
     assert.equal(res.status, 201);
     const rule = (await res.json()).data;
@@ -98,8 +98,10 @@ describe('SMTP faults on demand', () => {
     assert.deepEqual((await cleared.json()).data, { address: 'crud@ephemail.test', deleted: 2 });
     assert.equal((await list('crud@ephemail.test')).meta.count, 0);
 
-    for (let i = 0; i < 20; i++) assert.equal((await add('full@ephemail.test', { stage: 'rcpt', reply: `450 4.2.1 busy ${i}` }, i % 2 ? key : other)).status, 201);
-    await expectError(await add('full@ephemail.test', { stage: 'rcpt', reply: '450 4.2.1 one more' }), 409, 'conflict', base, /20 fault rules/);
+    for (let i = 0; i < 20; i++) assert.equal((await add('full@ephemail.test', { stage: 'rcpt', reply: `450 4.2.1 busy ${i}` })).status, 201);
+    await expectError(await add('full@ephemail.test', { stage: 'rcpt', reply: '450 4.2.1 one more' }), 409, 'conflict', base, /this key already has 20 fault rules on full@ephemail\.test/);
+    assert.equal((await add('full@ephemail.test', { stage: 'rcpt', reply: '450 4.2.1 my own' }, other)).status, 201, 'another key has its own 20');
+    assert.deepEqual((await list('full@ephemail.test', other)).meta, { address: 'full@ephemail.test', count: 1, other_rules: 20 });
     await svc.api('/api/v1/inboxes/full%40ephemail.test/faults', { method: 'DELETE', headers: auth() });
     await svc.api('/api/v1/inboxes/full%40ephemail.test/faults', { method: 'DELETE', headers: auth(other) });
   });

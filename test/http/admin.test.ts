@@ -254,11 +254,12 @@ describe('admin API on', () => {
     assert.deepEqual(doc.components.securitySchemes.adminToken, { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <EPHEMAIL_ADMIN_TOKEN> (the admin API only)' });
     assert.ok(doc.tags.some((t: { name: string }) => t.name === 'admin'));
     const ops = Object.entries(doc.paths).filter(([p]) => p.startsWith('/api/v1/admin/')).flatMap(([p, item]) => Object.entries(item as object).map(([m, op]) => [`${m.toUpperCase()} ${p}`, op] as [string, any]));
-    assert.deepEqual(ops.map(([k]) => k).sort(), ['DELETE /api/v1/admin/domains/{domain}', 'DELETE /api/v1/admin/keys/{prefix}', 'GET /api/v1/admin/domains', 'GET /api/v1/admin/keys', 'POST /api/v1/admin/domains']);
+    assert.deepEqual(ops.map(([k]) => k).sort(), ['DELETE /api/v1/admin/domains/{domain}', 'DELETE /api/v1/admin/faults', 'DELETE /api/v1/admin/keys/{prefix}', 'GET /api/v1/admin/domains', 'GET /api/v1/admin/faults', 'GET /api/v1/admin/keys', 'POST /api/v1/admin/domains']);
     for (const [k, op] of ops) {
       assert.deepEqual(op.tags, ['admin'], k);
       assert.deepEqual(op.security, [{ adminToken: [] }], k);
       assert.ok(op.responses['401'], `${k} documents 401`);
+      assert.deepEqual(Object.keys(op.responses['429'].headers), ['retry-after'], `${k} documents 429 (failed tokens) with Retry-After`);
       for (const res of Object.values(op.responses) as any[]) assert.equal(res.headers?.['ratelimit-limit'], undefined, k);
     }
     assert.ok(doc.paths['/api/v1/admin/domains'].post.responses['409']);

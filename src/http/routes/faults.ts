@@ -1,5 +1,6 @@
 // /api/v1/inboxes/{address}/faults: SMTP faults on demand for one address (docs/faults.md). Every
-// route needs a key; a key sees and removes its own rules, and every key's rules apply to SMTP.
+// route needs a key; a key sees and removes its own rules (and how many other keys' there are), and
+// every live key's rules apply to SMTP; the operator sees and removes any (routes/admin.ts).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
@@ -50,7 +51,7 @@ export const faultRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
   app.post('/api/v1/inboxes/:address/faults', {
     schema: {
       operationId: 'addFault', tags: ['faults'], security: FAULT_SECURITY, params: AddressParams, body: FaultBody,
-      summary: 'Make this address\'s SMTP answer with a fault: a 4xx/5xx reply at RCPT TO or at the end of DATA, a late final reply to DATA, or a dropped connection. Rules of an address apply in creation order; one with times is used up by that many transactions; a refused transaction stores nothing. Expires with the inbox TTL. At most 20 per address and 1,000 per key. Additive.',
+      summary: 'Make this address\'s SMTP answer with a fault: a 4xx/5xx reply at RCPT TO or at the end of DATA, a late final reply to DATA, or a dropped connection. Rules of an address apply in creation order; one with times is used up by that many transactions; a refused transaction stores nothing. Expires with the inbox TTL. At most 20 per address for each key (other keys\' rules leave this key\'s share alone) and 1,000 per key. Stops applying when the key is revoked. Additive.',
       response: { 201: Type.Object({ data: FaultRef }, { description: 'The rule' }), ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'conflict', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request, reply) => {
@@ -63,12 +64,12 @@ export const faultRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
   app.get('/api/v1/inboxes/:address/faults', {
     schema: {
       operationId: 'listFaults', tags: ['faults'], security: FAULT_SECURITY, params: AddressParams,
-      summary: 'This key\'s fault rules on the address, in the order they apply (used-up ones too, with remaining 0). Additive.',
-      response: { 200: Type.Object({ data: Type.Array(FaultRef), meta: Type.Object({ address: Type.String(), count: Type.Integer() }) }, { description: 'Rules' }), ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded') },
+      summary: 'This key\'s fault rules on the address, in the order they apply (used-up ones too, with remaining 0), and how many other keys have. Additive.',
+      response: { 200: Type.Object({ data: Type.Array(FaultRef), meta: Type.Object({ address: Type.String(), count: Type.Integer(), other_rules: Type.Integer({ description: 'Unexpired rules of other keys on this address; those of live keys apply too, in creation order with this key\'s. Only the operator sees or removes them (docs/faults.md)' }) }) }, { description: 'Rules' }), ...errors('invalid_request', 'unauthorized', 'key_required', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, async (request) => {
-    const { address, rules } = await faults.listFaults(core, keyOf(request), request.params.address);
-    return { data: rules.map(faults.toWireFault), meta: { address, count: rules.length } };
+    const { address, rules, others } = await faults.listFaults(core, keyOf(request), request.params.address);
+    return { data: rules.map(faults.toWireFault), meta: { address, count: rules.length, other_rules: others } };
   });
 
   app.delete('/api/v1/inboxes/:address/faults', {
