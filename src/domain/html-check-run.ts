@@ -1,7 +1,7 @@
 // The HTML compatibility check itself (types and bounds in html-check.ts): loaded only in the
 // derivation workers, on the first HTML to check.
 import { caniemail, rawData } from 'caniemail';
-import { HTML_CHECK_CAPS, HTML_CHECK_CLIENTS, htmlCheckError, type HtmlCheck, type HtmlCheckClient, type HtmlCheckFeature } from './html-check.ts';
+import { boundCss, HTML_CHECK_CAPS, HTML_CHECK_CLIENTS, htmlCheckError, type HtmlCheck, type HtmlCheckClient, type HtmlCheckFeature } from './html-check.ts';
 
 export { HTML_CHECK_MAX_CHARS } from './html-check.ts';
 
@@ -17,8 +17,14 @@ export const clientName = (id: string) => {
 
 const round1 = (n: number) => Math.round(n * 10) / 10;
 
-/** Checks `html` (already cut at HTML_CHECK_MAX_CHARS by the caller; `truncated` says so). Never throws. */
-export function checkHtml(html: string, truncated: boolean): HtmlCheck {
+/**
+ * Checks `html` (already cut at HTML_CHECK_MAX_CHARS by the caller; `truncated` says so), its CSS
+ * within HTML_CHECK_CSS (boundCss: caniemail's cost grows faster than the CSS; `truncated` then
+ * too). Never throws.
+ */
+export function checkHtml(source: string, cutByCaller: boolean): HtmlCheck {
+  const { html, cut } = boundCss(source);
+  const truncated = cutByCaller || cut;
   let result: ReturnType<typeof caniemail>;
   try {
     result = caniemail({ clients: [...HTML_CHECK_CLIENTS], html });
