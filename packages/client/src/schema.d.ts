@@ -299,10 +299,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This key's fault rules on the address, in the order they apply (used-up ones too, with remaining 0). Additive. */
+        /** This key's fault rules on the address, in the order they apply (used-up ones too, with remaining 0), and how many other keys have. Additive. */
         get: operations["listFaults"];
         put?: never;
-        /** Make this address's SMTP answer with a fault: a 4xx/5xx reply at RCPT TO or at the end of DATA, a late final reply to DATA, or a dropped connection. Rules of an address apply in creation order; one with times is used up by that many transactions; a refused transaction stores nothing. Expires with the inbox TTL. At most 20 per address and 1,000 per key. Additive. */
+        /** Make this address's SMTP answer with a fault: a 4xx/5xx reply at RCPT TO or at the end of DATA, a late final reply to DATA, or a dropped connection. Rules of an address apply in creation order; one with times is used up by that many transactions; a refused transaction stores nothing. Expires with the inbox TTL. At most 20 per address for each key (other keys' rules leave this key's share alone) and 1,000 per key. Stops applying when the key is revoked. Additive. */
         post: operations["addFault"];
         /** Remove this key's fault rules on the address. Additive. */
         delete: operations["clearFaults"];
@@ -2407,6 +2407,8 @@ export interface operations {
                         meta: {
                             address: string;
                             count: number;
+                            /** @description Unexpired rules of other keys on this address; those of live keys apply too, in creation order with this key's. Only the operator sees or removes them (docs/faults.md) */
+                            other_rules: number;
                         };
                     };
                 };
