@@ -109,6 +109,8 @@ export async function build() {
     entryPoints: { main: 'src/main.ts' },
     define: { EPHEMAIL_WORKER_ENTRY: outOf(workers['derive-worker']), EPHEMAIL_WRITER_ENTRY: outOf(workers['sqlite-writer']) },
   });
+  // esbuild's service process would live on beside the service (~40 MB for nothing): ended here
+  await esbuild.stop();
   const mainOut = Object.entries(mainBuild.metafile.outputs).find(([, o]) => o.entryPoint === 'src/main.ts')?.[0];
   if (!mainOut) throw new Error('build: no main entry');
   const result = { outputFiles: [...workerBuild.outputFiles, ...mainBuild.outputFiles] };

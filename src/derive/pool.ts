@@ -52,6 +52,17 @@ const nextTurn = globalThis.setImmediate;
 
 /** A parse taking longer than this means the worker is stuck (a 30 MiB message parses in seconds). */
 const STUCK_MS = 60_000;
+/**
+ * A lane's workers stop once none has held a task for this long (the next task starts one again):
+ * an idle service keeps no derivation threads (docs/architecture.md "Memory").
+ */
+export const IDLE_STOP_MS = 30_000;
+/**
+ * V8's young generation of a worker, at most (MB): left alone it grows to 128 MB per thread under
+ * load and is never given back; capped, a burst costs a few more scavenges (docs/architecture.md
+ * "Memory"). The main thread's is capped by `--max-semi-space-size` (package.json `start`).
+ */
+export const WORKER_YOUNG_MB = 12;
 
 export interface LaneOptions {
   /**
@@ -65,6 +76,8 @@ export interface LaneOptions {
   preload?: 'parse' | 'authenticate';
   /** The lane's name, in warnings. */
   name?: string;
+  /** Stop the workers once idle this long (default IDLE_STOP_MS). */
+  idleStopMs?: number;
   /**
    * Workers run at a lower CPU priority (nice 10, a thread's own on Linux) once loaded, for work on no
    * client's path: under load the rest of the process comes first (docs/decisions.md).
@@ -96,6 +109,28 @@ export function createLane(options: LaneOptions = {}): Lane {
   // It looks every 50 ms while any task is in flight, and stops when none is: an idle service wakes
   // for nothing.
   let watchdog: ReturnType<typeof setInterval> | null = null;
+  const idleStopMs = options.idleStopMs ?? IDLE_STOP_MS;
+  let lastBusy = Date.now();
+  /** Stops every worker (the next task starts one again) when none held a task for idleStopMs. */
+  let idler: ReturnType<typeof setInterval> | null = null;
+  const stopIfIdle = () => {
+    if (slots.some((s) => s.inflight.size > 0) || waiting.length > 0) {
+      lastBusy = Date.now();
+      return;
+    }
+    if (Date.now() - lastBusy < idleStopMs) return;
+    const idle = slots;
+    slots = []; // (their exit is then no failure: fail() ignores a slot that is not in `slots`)
+    started = false;
+    if (idler) clearInterval(idler);
+    idler = null;
+    for (const s of idle) void s.worker.terminate();
+  };
+  const idleWatch = () => {
+    if (idler || closed || !Number.isFinite(idleStopMs)) return;
+    idler = setInterval(stopIfIdle, Math.max(10, Math.min(idleStopMs / 2, 5000)));
+    idler.unref();
+  };
   const look = () => {
     const now = Date.now();
     let busy = false;
@@ -108,6 +143,7 @@ export function createLane(options: LaneOptions = {}): Lane {
         void s.worker.terminate();
       } else if (now - oldest.since > STUCK_MS) void s.worker.terminate();
     }
+    if (busy) lastBusy = now;
     if (!busy && watchdog) {
       clearInterval(watchdog);
       watchdog = null;
@@ -129,8 +165,14 @@ export function createLane(options: LaneOptions = {}): Lane {
   };
 
   const spawnSlot = (): Slot => {
-    const worker = new Worker(entry.url, { execArgv: entry.execArgv, workerData: { preload: options.preload ?? 'parse', background: options.background === true } });
+    const worker = new Worker(entry.url, {
+      execArgv: entry.execArgv,
+      workerData: { preload: options.preload ?? 'parse', background: options.background === true },
+      resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_MB },
+    });
     worker.unref(); // never keeps the process alive; close() ends it
+    lastBusy = Date.now();
+    idleWatch();
     const slot: Slot = { worker, ready: false, inflight: new Map(), outbox: [], transfer: [] };
     worker.on('message', (m: Reply) => {
       if ('ready' in m) {
@@ -145,6 +187,7 @@ export function createLane(options: LaneOptions = {}): Lane {
       for (const r of m.results) {
         const job = slot.inflight.get(r.id);
         if (!job) continue;
+        lastBusy = Date.now();
         slot.inflight.delete(r.id);
         if ('value' in r) job.resolve(r.value);
         else job.reject(new Error(`${label} worker: ${r.error}`));
@@ -239,6 +282,8 @@ export function createLane(options: LaneOptions = {}): Lane {
       closed = true;
       if (watchdog) clearInterval(watchdog);
       watchdog = null;
+      if (idler) clearInterval(idler);
+      idler = null;
       const all = slots;
       slots = [];
       const queued = waiting;

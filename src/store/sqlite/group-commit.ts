@@ -102,7 +102,8 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
     try {
       const entry = workerEntry(typeof EPHEMAIL_WRITER_ENTRY === 'string' ? EPHEMAIL_WRITER_ENTRY : undefined, new URL('./writer.ts', import.meta.url));
       const workerData: WriterData = { path, sql: SQL, walLimit: WAL_LIMIT, bigWrite: BIG_WRITE };
-      const w = new Worker(entry.url, { execArgv: entry.execArgv, workerData });
+      // (its young generation capped like the derivation workers': docs/architecture.md "Memory")
+      const w = new Worker(entry.url, { execArgv: entry.execArgv, workerData, resourceLimits: { maxYoungGenerationSizeMb: 8 } });
       writer = w;
       w.unref();
       w.on('message', (m: WriterReply) => {
