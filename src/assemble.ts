@@ -8,6 +8,7 @@ import type { Store } from './store/store.ts';
 import { createMemoryBus } from './bus/memory.ts';
 import { redactStoreUrl, type Config } from './config.ts';
 import { createWorkerPool } from './derive/pool.ts';
+import { createAnswerCache } from './services/answers.ts';
 import { systemClock, type Clock } from './domain/clock.ts';
 import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
 import { webhookEventJson } from './http/schemas/wire.ts';
@@ -97,6 +98,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   await domains.refresh().catch(() => undefined);
   // the one pool of derivation workers: SMTP's summaries, views and verdicts each in a lane of its own
   const workers = createWorkerPool({ warn: (msg, err) => log.warn({ err }, msg) });
+  // the read model: one cache of final answers (services/answers.ts), told of every write that changes one
+  const answers = createAnswerCache(config.answerCacheBytes);
   const core: Core = {
     config,
     store,
@@ -109,7 +112,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     waits: createWaitRegistry(bus, { maxHeld: config.maxHeldWaits, clock }),
     domains,
     workers,
-    views: createViewService(store, config, log, { pool: workers.derive, spamd: config.spamd, onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
+    answers,
+    views: createViewService(store, config, log, { pool: workers.derive, spamd: config.spamd, onWritten: answers.forgetMessage, onDerived: metrics ? (seconds, outcome) => metrics.derivationSeconds.observe({ outcome }, seconds) : undefined }),
     authentication: createAuthenticationService(store, config, log, { pool: workers.verdicts, dnsServers: config.dnsServers, authservId: config.domains[0], ...options.authentication }),
     webhooks: createWebhookService({ hooks: store.webhooks, keys: store, config, domains, clock, log, metrics, eventJson: (e) => webhookEventJson({ baseUrl }, e) }),
     metrics,
@@ -124,6 +128,9 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics.watch('ephemail_webhook_deliveries_in_flight', 'Webhook deliveries this node runs now', () => core.webhooks.inFlight);
     metrics.watch('ephemail_domains_active', 'Domains this node takes new mail for (EPHEMAIL_DOMAINS and those added at run time)', () => domains.active().length);
     if (config.smtpTls.mode !== 'off') metrics.watch('ephemail_smtp_tls_certificate_expiry_timestamp_seconds', 'When the STARTTLS certificate new sessions get expires (Unix time)', () => (smtp.tlsNotAfter() ?? 0) / 1000);
+    metrics.watch('ephemail_answer_cache_hits', 'Email reads answered from the read model since start', () => answers.stats.hits);
+    metrics.watch('ephemail_answer_cache_misses', 'Email reads the read model did not hold since start', () => answers.stats.misses);
+    metrics.watch('ephemail_answer_cache_bytes', 'Bytes the read model holds now (EPHEMAIL_ANSWER_CACHE_BYTES at most)', () => answers.stats.bytes);
     metrics.watch('ephemail_derivations_waiting', 'Derivations of views (and search texts of older mail) waiting for a worker', () => core.views.waiting);
   }
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()), options.httpTimeouts);
@@ -141,15 +148,13 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
       const httpAddr = app.server.address() as AddressInfo;
       boundHttpPort = httpAddr.port;
       const smtpAddr = await smtp.listen(config.smtpPort, config.smtpHost);
-      const sweep = () => store.sweepExpired(clock.now()).then(
+      const sweep = () => (answers.sweep(clock.now()), store.sweepExpired(clock.now())).then(
         (n) => n > 0 && log.debug({ deleted: n }, 'expired emails deleted'),
         (err) => log.warn({ err }, 'sweep failed; reads still hide expired mail'),
       );
       void sweep();
-      // the first read of a message derives its views: a worker ready for it keeps that read fast
-      setTimeout(() => core.views.warm(), 200).unref();
-      // and the verdicts' worker, so the first message's verdicts are not late by its start-up
-      setTimeout(() => core.authentication.warm(), 300).unref();
+      // (no worker starts here: each lane starts its own on first use and stops it when idle, so an
+      // idle service holds no derivation threads: docs/architecture.md "Memory")
       sweeper = setInterval(sweep, options.sweepIntervalMs ?? 30_000);
       core.webhooks.start();
       domains.start();

@@ -11,6 +11,7 @@ import type { Metrics } from '../metrics.ts';
 import type { FaultStore } from '../store/faults.ts';
 import type { KeyStore } from '../store/keys.ts';
 import type { MailStore } from '../store/store.ts';
+import type { AnswerCache } from './answers.ts';
 import type { AuthenticationService } from './authentication.ts';
 import type { DomainRegistry } from './domains.ts';
 import type { ViewService } from './views.ts';
@@ -36,6 +37,8 @@ export interface Core {
   workers: WorkerPool;
   /** Derived views of stored messages (bodies, attachments, agent text). */
   views: ViewService;
+  /** The read model: final answers by email id, bounded by the bytes they hold (answers.ts). */
+  answers: AnswerCache;
   /** SPF/DKIM/DMARC/ARC verdicts of stored messages, computed in the background (authentication.ts). */
   authentication: AuthenticationService;
   /** Webhook registrations and this node's delivery worker. */

@@ -260,25 +260,28 @@ export async function getEmail(core: Core, id: string, reader?: Reader): Promise
   return fullEmail(r, v, await core.authentication.get(r.messageKey, r.receivedAt));
 }
 
+/** A face's rendering of an email in full, kept by the read model under the face's name (answers.ts). */
+export interface EmailFace {
+  readonly name: string;
+  render(email: EmailFull): Buffer;
+}
+
 /**
- * getEmail answered at once when its row, views and complete verdicts are all in memory now (the
- * read cache, the views' and the verdicts' caches), else undefined (ask getEmail): the common read
- * of an email read before takes no promise turn.
+ * One email in full as `face` renders it: from the read model when it holds the final answer of the
+ * stored message, else read (and derived when new) and rendered, and kept once final. The row is
+ * read on every call (answers.ts: the one staleness rule).
  */
-export function getEmailNow(core: Core, id: string, made?: EmailsMade): EmailFull | undefined {
-  if (!isUuid(id)) return undefined;
-  const r = core.store.peekEmail?.(id.toLowerCase(), core.clock.now());
-  const v = r && core.views.peek(r.messageKey);
-  const a = v && core.authentication.peek(r.messageKey);
-  if (!a) return undefined;
-  if (!made) return fullEmail(r, v, a);
-  // the same row, views and verdicts as last time: the same email object (the caches hand out kept,
-  // unchanging objects, so a reader may keep what it made of one by identity: wire.ts createEmailJson)
-  const last = made.get(r);
-  if (last && last.views === v && last.authentication === a) return last.email;
-  const email = fullEmail(r, v, a);
-  made.set(r, { views: v, authentication: a, email });
-  return email;
+export async function emailAnswer(core: Core, id: string, face: EmailFace, reader?: Reader): Promise<Buffer> {
+  const row = isUuid(id) ? await core.store.getEmail(id.toLowerCase(), core.clock.now()) : null;
+  if (!row) throw notFound(id);
+  const kept = core.answers.get(face.name, row.id, row.messageKey);
+  if (kept) return kept;
+  const views = await core.views.get(row.messageKey, reader);
+  if (!views) throw notFound(id);
+  const verdicts = await core.authentication.get(row.messageKey, row.receivedAt);
+  const answer = face.render(fullEmail(row, views, verdicts));
+  if (verdicts && core.views.isFinal(views)) core.answers.put(face.name, row.id, row.messageKey, row.expiresAt, answer);
+  return answer;
 }
 
 /**
@@ -292,11 +295,6 @@ export const addressParser = (max = 1024): ((raw: string) => Address | null) =>
     const addr = parseAddress(raw);
     return addr && Object.freeze(addr);
   }, max);
-
-/** The emails getEmailNow made, by the row the read cache holds (gone with the row: weakly held). */
-export type EmailsMade = WeakMap<StoredEmail, { views: MessageViews; authentication: Authentication; email: EmailFull }>;
-/** A reader's own EmailsMade (a route that reads many emails keeps one). */
-export const emailsMade = (): EmailsMade => new WeakMap();
 
 function fullEmail(r: StoredEmail, v: MessageViews, authentication: Authentication | null): EmailFull {
   // the row's fields, then the views in the registry's order: one object of a fixed shape per read
@@ -320,6 +318,7 @@ export async function getRaw(core: Core, id: string): Promise<{ id: string; raw:
 
 export async function deleteEmail(core: Core, id: string): Promise<void> {
   const ok = isUuid(id) && (await core.store.deleteEmail(id.toLowerCase(), core.clock.now()));
+  if (ok) core.answers.forgetEmail(id.toLowerCase());
   if (!ok) throw notFound(id);
 }
 

@@ -1,6 +1,6 @@
 // Derived views (ARCHITECTURE.md "The message model"): everything beyond the summary row is derived
 // from the stored raw message once, on first read, on the `derive` lane of the worker pool within a
-// time budget, then kept in the store beside the message (and in a small byte-bounded cache here).
+// time budget, then kept in the store beside the message (services/answers.ts keeps the answers made of them).
 // Which views there are, their budgets and fallbacks are the registry's (derive/registry.ts): this
 // runs them by stage. A derivation that runs out of time gets its defined fallback (docs/decisions.md
 // "Derived views"). Who gets the workers first is derive-queue.ts's: readers before lists before
@@ -18,9 +18,6 @@ import { createDeriveQueue, type Priority } from './derive-queue.ts';
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
 export const DERIVE_BUDGET = Object.freeze({ baseMs: 5000, perMiBMs: 1000, maxMs: 30_000 });
-/** Cache of views by message key, bounded by the characters it holds. */
-const CACHE_MAX_CHARS = 16 * 1024 * 1024;
-const CACHE_MAX_ENTRY_CHARS = 2 * 1024 * 1024;
 /** Derivations at once: the `derive` lane's workers (apart from the summaries': a slow derivation never delays a 250). */
 const WORKERS = 2;
 /** Messages waiting for a search text of their own (mail stored before search texts existed). */
@@ -61,8 +58,11 @@ export const deriveBudgetMs = (bytes: number) =>
 export interface ViewService {
   /** The views of a message; null when the message is gone. Derives them on first call, queued as `reader`'s. */
   get(messageKey: string, reader?: Reader): Promise<MessageViews | null>;
-  /** The views when this service holds them in memory now, else undefined (ask get). */
-  peek(messageKey: string): MessageViews | undefined;
+  /**
+   * Whether views are final: no view in them is a temporary failure that a later read asks again
+   * (services/answers.ts keeps only answers made of final views).
+   */
+  isFinal(views: MessageViews): boolean;
   /**
    * Makes the search text of a message that has none (stored before search texts existed), in the
    * background: lowest priority, one at a time, at most SEARCH_BACKFILL_MAX queued (more are dropped
@@ -116,6 +116,8 @@ export interface ViewServiceOptions {
   budgets?: ServiceContext['budgets'];
   /** The first wait before a temporary failure is asked again (default ASK_AGAIN_MS; tests shorten it). */
   askAgainMs?: number;
+  /** Told when this service changes a message's kept views (a view asked again): the answer cache drops what it kept of them. */
+  onWritten?: (messageKey: string) => void;
 }
 
 /** Resolves with `p`, or with `late()` once `ms` pass first. */
@@ -139,24 +141,14 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
   const inflight = new Map<string, { promise: Promise<MessageViews | null>; promote(reader: Reader): void }>();
   const backfilling = new Set<string>();
   let closed = false;
-  /** Writes of derived views not yet committed: readers get the views at once, parts wait for these. */
-  const writing = new Map<string, Promise<void>>();
-  let cache = new Map<string, { views: MessageViews; chars: number }>();
-  let cachedChars = 0;
-
-  const remember = (key: string, views: MessageViews) => {
-    const chars = (views.textBody?.length ?? 0) + (views.htmlBody?.length ?? 0) + views.agentBody.body.length + 2048 +
-      (views.htmlCheck?.features.length ?? 0) * 2048 + (views.spam && 'rules' in views.spam ? views.spam.rules.length * 256 : 0);
-    if (chars > CACHE_MAX_ENTRY_CHARS) return;
-    const before = cache.get(key);
-    if (before) cachedChars -= before.chars; // (views made again replace the kept ones)
-    if (cachedChars + chars > CACHE_MAX_CHARS) {
-      cache = new Map();
-      cachedChars = 0;
-    }
-    cache.set(key, { views, chars });
-    cachedChars += chars;
-  };
+  /**
+   * Views derived here whose write is not yet committed: a reader gets them at once (the store does
+   * not hold them yet), parts wait for the write. Bounded by the derivations at once (WORKERS) and
+   * the writes they leave: this is no cache (services/answers.ts is the one).
+   */
+  const writing = new Map<string, { views: MessageViews; write: Promise<void> }>();
+  /** Kept views changed (not their first write: a reader already had those very views). */
+  const written = (key: string) => options.onWritten?.(key);
 
   /** The `parse` views (and the inputs of `worker` views): in full, then without HTML, then header-only, then without a parser. */
   async function derive(raw: Uint8Array): Promise<DerivedMessage> {
@@ -218,14 +210,13 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     else delete doc.versions;
     for (const v of registry) if (v.stage === 'worker' && v.name in inputs) doc[v.name] = await runOnWorker(v, inputs[v.name]);
     for (const [v, p] of waiting) doc[v.name] = await p;
-    // kept in the background: the reader does not wait for the commit (the cache answers meanwhile)
-    const write = store.putViews(key, JSON.stringify(views), parts)
+    // kept in the background: the reader does not wait for the commit (`writing` answers meanwhile)
+    const write: Promise<void> = store.putViews(key, JSON.stringify(views), parts)
       .catch((err) => log.warn({ err }, 'derived views could not be kept; they will be derived again'))
       .finally(() => {
-        if (writing.get(key) === write) writing.delete(key);
+        if (writing.get(key)?.write === write) writing.delete(key);
       });
-    writing.set(key, write);
-    remember(key, views);
+    writing.set(key, { views, write });
     return views;
   }
 
@@ -310,7 +301,7 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     }
     const next = doc as unknown as MessageViews;
     await store.putViews(key, JSON.stringify(next), parts);
-    remember(key, next);
+    written(key);
   }
 
   async function backfill(key: string): Promise<void> {
@@ -328,17 +319,19 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     await store.putSearchText(key, text);
   }
 
+  const isFinal = (views: MessageViews): boolean => {
+    const doc = views as unknown as Record<string, unknown>;
+    for (const v of askable) if (v.askAgain!(doc[v.name] as never)) return false;
+    return true;
+  };
+
   return {
-    peek: (key) => {
-      const views = cache.get(key)?.views;
-      if (views) askAgainIfDue(key, views);
-      return views;
-    },
+    isFinal,
     async get(key, reader = SERVICE_READER) {
-      const hit = cache.get(key);
-      if (hit) {
-        askAgainIfDue(key, hit.views);
-        return hit.views;
+      const fresh = writing.get(key)?.views;
+      if (fresh) {
+        askAgainIfDue(key, fresh);
+        return fresh;
       }
       let d = inflight.get(key);
       if (d) d.promote(reader);
@@ -350,10 +343,7 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
         started.promise.then(() => inflight.delete(key), () => inflight.delete(key));
       }
       const views = await d.promise;
-      if (views) {
-        remember(key, views);
-        askAgainIfDue(key, views);
-      }
+      if (views) askAgainIfDue(key, views);
       return views;
     },
     backfillSearchText(key) {
@@ -366,12 +356,12 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     get waiting() {
       return queue.waiting;
     },
-    stored: (key) => writing.get(key) ?? Promise.resolve(),
+    stored: (key) => writing.get(key)?.write ?? Promise.resolve(),
     warm: () => pool.warm(),
     async close() {
       closed = true;
       queue.drain(); // what waits runs now (on this thread once the pool is closed)
-      await Promise.all([...writing.values()]);
+      await Promise.all([...writing.values()].map((w) => w.write));
       await ownLane?.close();
     },
   };

@@ -1,7 +1,7 @@
 // The wire mappers: domain objects → the spec's JSON fields, and the ISO formatter they use.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createEmailJson, createIsoFormatter, createSummaryJson, iso, toWireAttachment, toWireEmail, toWireSummary } from '../../src/http/schemas/wire.ts';
+import { apiEmailFace, createIsoFormatter, createSummaryJson, iso, toWireAttachment, toWireEmail, toWireSummary } from '../../src/http/schemas/wire.ts';
 import type { Core } from '../../src/services/core.ts';
 import type { EmailFull } from '../../src/domain/message.ts';
 
@@ -60,20 +60,13 @@ test('toWireEmail and toWireAttachment: bodies, links and absolute URLs on the b
   });
 });
 
-test('createEmailJson keeps an email\'s bytes only while every field is the very same (===): verdicts computed since, or a view derived again, are written anew', () => {
+test('apiEmailFace renders the 200 body of an email as UTF-8 bytes, exactly its serializer\'s text', () => {
   const core = { baseUrl: () => 'https://mail.example' } as unknown as Core;
-  let calls = 0;
-  const emailJson = createEmailJson((b) => (calls++, JSON.stringify(b)), core);
-  const views = { to: 'a@ephemail.test', cc: '', messageId: null, headers: [], textBody: 'code 123456', htmlBody: null, attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, codes: [], links: [], spam: null, htmlCheck: null };
-  const read = (authentication: unknown) => ({ ...summary, ...views, authentication }) as unknown as EmailFull;
-  const first = emailJson(read(null));
-  assert.deepEqual(JSON.parse(first.toString('utf8')), { data: toWireEmail(core, read(null)) });
-  assert.equal(emailJson(read(null)), first, 'the same bytes for a read of the same fields');
-  assert.equal(calls, 1);
-  const verdicts = { spf: { result: 'pass', domain: 'x.test' }, dkim: [], dmarc: { result: 'none', domain: 'x.test', policy: null }, arc: { result: 'none' }, header: 'h' };
-  assert.equal(JSON.parse(emailJson(read(verdicts)).toString('utf8')).data.authentication.spf.result, 'pass', 'verdicts since');
-  assert.equal(calls, 2);
-  const again = { ...views, codes: [] }; // equal, but not the same object: a view derived again
-  assert.equal(JSON.parse(emailJson({ ...summary, ...again, authentication: verdicts } as unknown as EmailFull).toString('utf8')).data.text_body, 'code 123456');
-  assert.equal(calls, 3);
+  const face = apiEmailFace((b: { data: unknown }) => JSON.stringify(b), core);
+  const views = { to: 'a@ephemail.test', cc: '', messageId: null, headers: [], textBody: 'code 123456 ✓', htmlBody: null, attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, codes: [], links: [], spam: null, htmlCheck: null };
+  const e = { ...summary, ...views, authentication: null } as unknown as EmailFull;
+  const bytes = face.render(e);
+  assert.equal(face.name, 'api');
+  assert.deepEqual(JSON.parse(bytes.toString('utf8')), { data: toWireEmail(core, e) });
+  assert.equal(bytes.byteLength, Buffer.byteLength(JSON.stringify({ data: toWireEmail(core, e) })), 'bytes, not characters');
 });

@@ -177,17 +177,23 @@ test('a spam score that failed (spamd down) is asked again by a later read, and 
   const port = await freePort(); // nothing listens there yet
   const spamd = { host: '127.0.0.1', port };
   const { store, key } = await stored(join(dir, 'ask-again.db'), mime('<p>Hello</p><img src="cid:ii_lx9k2f3a0">'));
-  const views = createViewService(store, LIMITS, log, { spamd, askAgainMs: 50 });
+  const changed: string[] = [];
+  const views = createViewService(store, LIMITS, log, { spamd, askAgainMs: 50, onWritten: (k) => changed.push(k) });
   let fake: Awaited<ReturnType<typeof fakeSpamd>> | undefined;
   try {
-    assert.deepEqual((await views.get(key))?.spam, { error: 'spamd unreachable' });
+    const failed = await views.get(key);
+    assert.deepEqual(failed?.spam, { error: 'spamd unreachable' });
+    assert.equal(failed && views.isFinal(failed), false, 'a failure asked again is not final: no answer made of it is kept');
     fake = await fakeSpamd(FAKE_REPORT, port); // spamd is back, where it was
     await until(async () => {
       const spam = (await views.get(key))?.spam;
       return spam != null && 'score' in spam;
     }, 'a later read asked spamd again', 10_000, 20);
-    const peeked = views.peek(key)?.spam;
+    const read = await views.get(key);
+    const peeked = read?.spam;
     assert.equal(peeked && 'score' in peeked ? peeked.score : null, 2.3, 'the kept views read the score');
+    assert.equal(read && views.isFinal(read), true, 'a score is final: the read model may keep its answer');
+    assert.deepEqual(changed, [key], 'the read model was told the kept views changed (once: their first write changed nothing a reader had)');
     assert.equal(fake.connections, 1);
     // kept in the store, the parts with it: a new service reads the score without asking spamd
     const again = createViewService(store, LIMITS, log, { spamd, askAgainMs: 50 });

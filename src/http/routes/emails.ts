@@ -2,12 +2,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type, type Static } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
-import type { EmailFull } from '../../domain/message.ts';
 import type { Core } from '../../services/core.ts';
 import * as emails from '../../services/emails.ts';
 import { readerOf } from '../../services/views.ts';
 import { contentDisposition } from '../download.ts';
-import { AttachmentSchema, EmailFullSchema, createEmailJson, toWireAttachment } from '../schemas/wire.ts';
+import { AttachmentSchema, EmailFullSchema, apiEmailFace, toWireAttachment } from '../schemas/wire.ts';
 import { IdParams, NoContent, SECURITY, data, download, errors } from './shared.ts';
 
 const AttachmentParams = Type.Object({ id: Type.String({ description: 'Email id' }), attachment_id: Type.String({ description: 'Attachment id' }) });
@@ -15,22 +14,18 @@ const AttachmentParams = Type.Object({ id: Type.String({ description: 'Email id'
 const EmailBody = data(Type.Ref(EmailFullSchema), 'The email');
 
 export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
-  let emailJson: ((e: EmailFull) => Buffer) | null = null; // made at the first response (the app's serializer of EmailBody)
-  const made = emails.emailsMade();
+  let face: emails.EmailFace | null = null; // made at the first response (the app's serializer of EmailBody)
   app.get('/api/v1/emails/:id', {
     schema: {
       operationId: 'getEmail', tags: ['emails'], summary: 'One email with bodies and attachment metadata. 404 once expired.', security: SECURITY, params: IdParams,
       response: { 200: EmailBody, ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded') },
     },
   }, (request, reply) => {
-    const json = (emailJson ??= createEmailJson(reply.compileSerializationSchema(EmailBody) as (body: { data: unknown }) => string, core));
-    // the 200 body as JSON bytes, exactly what the response schema serializes (kept per email: wire.ts), sent as they are
+    face ??= apiEmailFace(reply.compileSerializationSchema(EmailBody) as (body: { data: unknown }) => string, core);
+    // the 200 body as JSON bytes, exactly what the response schema serializes, sent as they are (kept
+    // by the read model once final: services/answers.ts)
     reply.type('application/json; charset=utf-8');
-    // an email read before is at hand: sent at once (no promise, no turn of the event loop); else
-    // it is read (and derived when new)
-    const now = emails.getEmailNow(core, request.params.id, made);
-    if (now) return void reply.send(json(now) as unknown as Static<typeof EmailBody>);
-    return emails.getEmail(core, request.params.id, readerOf(request.ip)).then((e) => json(e) as unknown as Static<typeof EmailBody>);
+    return emails.emailAnswer(core, request.params.id, face, readerOf(request.ip)) as unknown as Promise<Static<typeof EmailBody>>;
   });
 
   app.delete('/api/v1/emails/:id', {

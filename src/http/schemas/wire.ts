@@ -326,54 +326,15 @@ export function createSummaryJson(serialize: (wire: WireSummary) => string): (e:
   };
 }
 
-/** Bytes of email JSON kept by createEmailJson, in all and per email. */
-const EMAIL_JSON_MAX_BYTES = 16 * 1024 * 1024;
-const EMAIL_JSON_MAX_ENTRY_BYTES = 2 * 1024 * 1024;
-
 /**
- * The full email's JSON by `serialize` (the route's serializer of its 200 body `{ data: Email }`),
- * kept per email id by the returned function (its own state: the route makes one): an email's row
- * and views never change once derived and its verdicts once computed, and the service hands out the
- * same field values from its caches, so an email read again costs a comparison per field instead
- * of a serialization. A kept text answers only while every field of the email is identical (===) to
- * the one it was written from (a view derived again, verdicts computed since: written anew). Kept as
- * UTF-8 bytes, bounded by bytes, the oldest first; an email gone is refused before this is asked.
+ * The API's face of a full email (services/emails.ts emailAnswer): its 200 body `{ data: Email }` by
+ * `serialize` (the route's serializer of that body), as UTF-8 bytes (a socket write of bytes skips
+ * the encoding a string pays on every write). The read model keeps them (services/answers.ts).
  */
-export function createEmailJson(serialize: (body: { data: unknown }) => string, core: Core): (e: EmailFull) => Buffer {
-  const kept = new Map<string, { from: EmailFull; json: Buffer }>();
-  let bytes = 0;
-  const same = (a: EmailFull, b: EmailFull) => {
-    const x = a as unknown as Record<string, unknown>;
-    const y = b as unknown as Record<string, unknown>;
-    let n = 0;
-    for (const k in x) {
-      if (x[k] !== y[k]) return false;
-      n++;
-    }
-    for (const _ in y) n--;
-    return n === 0;
-  };
-  return (e) => {
-    const hit = kept.get(e.id);
-    if (hit && (hit.from === e || same(hit.from, e))) return hit.json;
-    // kept as UTF-8 bytes: a socket write of bytes skips the encoding a string pays on every write
-    const json = Buffer.from(serialize({ data: toWireEmail(core, e) }), 'utf8');
-    if (hit) {
-      kept.delete(e.id);
-      bytes -= hit.json.byteLength;
-    }
-    if (json.byteLength <= EMAIL_JSON_MAX_ENTRY_BYTES) {
-      for (const [id, old] of kept) {
-        if (bytes + json.byteLength <= EMAIL_JSON_MAX_BYTES) break;
-        kept.delete(id);
-        bytes -= old.json.byteLength;
-      }
-      kept.set(e.id, { from: e, json });
-      bytes += json.byteLength;
-    }
-    return json;
-  };
-}
+export const apiEmailFace = (serialize: (body: { data: unknown }) => string, core: Core) => ({
+  name: 'api',
+  render: (e: EmailFull) => Buffer.from(serialize({ data: toWireEmail(core, e) }), 'utf8'),
+});
 
 export const toWireAttachment = (core: Core, emailId: string, a: AttachmentMeta) => ({
   id: a.id,
