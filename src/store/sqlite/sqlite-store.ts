@@ -52,6 +52,7 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
   db.pragma('journal_mode = WAL'); // readers never block the writer
   db.pragma('synchronous = FULL'); // a commit is on disk before addEmails resolves: a 250 is never lost, even on power loss
   db.pragma('foreign_keys = ON'); // freeing a message frees its parts
+  db.pragma('temp_store = MEMORY'); // temporary tables and journals in memory, never a temp file
   db.pragma('busy_timeout = 5000'); // the operator CLI may hold the write lock briefly
   db.pragma('journal_size_limit = 16777216'); // the WAL is cut back to 16 MiB after a checkpoint
   migrate(db);
@@ -64,6 +65,8 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
     listBefore: db.prepare(`SELECT ${SUMMARY_COLS} FROM emails WHERE address = ? AND id < ? AND expires_at > ? ORDER BY id DESC LIMIT ?`),
     listSince: db.prepare(`SELECT ${SUMMARY_COLS} FROM emails WHERE address = ? AND id > ? AND expires_at > ? ORDER BY id ASC LIMIT ?`),
     hasEmails: db.prepare('SELECT 1 FROM emails WHERE address = ? AND expires_at > ? LIMIT 1'),
+    // (both indexed on expires_at: the sweep asks the writer only when something expired)
+    anyExpired: db.prepare('SELECT 1 FROM emails WHERE expires_at <= ? UNION ALL SELECT 1 FROM messages WHERE expires_at <= ? LIMIT 1'),
     getEmail: db.prepare('SELECT * FROM emails WHERE id = ? AND expires_at > ?'),
     rawSize: db.prepare('SELECT length(raw) AS n FROM messages WHERE key = ?').pluck(),
     rawChunk: db.prepare('SELECT substr(raw, ?, ?) FROM messages WHERE key = ?').pluck(),
@@ -184,7 +187,8 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
     async sweepExpired(now) {
       // in batches on the writer thread: a flood expiring neither stalls the event loop nor the writer
       let removed = 0;
-      for (;;) {
+      const expired = await guard(() => q.anyExpired.get(now, now) !== undefined);
+      for (; expired;) {
         const n = await writes.write({ kind: 'sweep', now, limit: SWEEP_BATCH } satisfies WriteJob);
         removed += n;
         if (n < SWEEP_BATCH) break;

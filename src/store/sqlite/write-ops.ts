@@ -64,13 +64,25 @@ export function makeOps(db: Database.Database, sql: Readonly<Record<string, stri
       return n;
     },
   };
-  const one = db.transaction((j: WriteJob) => (run[j.kind] as (j: WriteJob) => number)(j));
-  return db.transaction((jobs: WriteJob[]) => jobs.map((j): Outcome => {
+  const runJob = (j: WriteJob) => (run[j.kind] as (j: WriteJob) => number)(j);
+  // One transaction for the whole batch, without a savepoint per job (each savepoint made SQLite
+  // write a statement journal: ~52 KB of temp file per message). When one job fails the batch is
+  // rolled back and run again job by job, each in a transaction of its own, so a failing job still
+  // fails alone and the others commit (docs/architecture.md "Ingest").
+  const all = db.transaction((jobs: WriteJob[]) => jobs.map((j): Outcome => ({ value: runJob(j) })));
+  const alone = db.transaction(runJob);
+  return (jobs: WriteJob[]): Outcome[] => {
     try {
-      return { value: one(j) };
+      return all(jobs);
     } catch (e) {
-      if (!db.inTransaction) throw e;
-      return { error: errorOf(e) };
+      if (jobs.length === 1) return [{ error: errorOf(e) }];
+      return jobs.map((j): Outcome => {
+        try {
+          return { value: alone(j) };
+        } catch (err) {
+          return { error: errorOf(err) };
+        }
+      });
     }
-  }));
+  };
 }

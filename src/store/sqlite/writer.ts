@@ -24,6 +24,7 @@ const db = new Database(data.path);
 db.pragma('journal_mode = WAL');
 db.pragma('synchronous = FULL');
 db.pragma('foreign_keys = ON');
+db.pragma('temp_store = MEMORY'); // a rolled-back batch's journal in memory, never a temp file
 db.pragma('busy_timeout = 5000');
 db.pragma(`journal_size_limit = ${Math.floor(data.walLimit)}`);
 const batch = makeOps(db, data.sql);
