@@ -1,0 +1,25 @@
+// The worker pool's lanes start their workers on first use and stop them once idle (an idle service
+// holds no derivation threads); a task after the stop starts one again and is answered.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createLane } from '../../src/derive/pool.ts';
+import { until } from '../helpers/time.ts';
+
+const LIMITS = { maxAttachmentBytes: 1024 * 1024, maxAttachments: 10 };
+const mail = new TextEncoder().encode('From: a@example.org\r\nSubject: hello\r\n\r\nbody text\r\n');
+
+test('a lane starts no worker before its first task, stops its workers when idle, and starts one again for the next task', async () => {
+  const lane = createLane({ name: 'test', workers: 1, idleStopMs: 300 });
+  try {
+    assert.equal(lane.size, 0, 'nothing started before the first task');
+    lane.warm(); // as the first read does
+    assert.equal(lane.size, 1);
+    await until(() => lane.size === 0, 'the idle worker is stopped', 10_000, 20);
+    const summary = await lane.run('summarize', mail, LIMITS, { budgetMs: 10_000 });
+    assert.equal(summary.subject, 'hello', 'a task after the stop is answered');
+    assert.equal(lane.size, 1, 'on a worker started again');
+    await until(() => lane.size === 0, 'stopped again once idle', 10_000, 20);
+  } finally {
+    await lane.close();
+  }
+});
