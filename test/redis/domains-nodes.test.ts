@@ -3,8 +3,8 @@
 // within 2 s (/domains, POST /inboxes, SMTP RCPT, create_inbox); one retired through the other node
 // is refused for new mail on both within 2 s while its stored mail is still served on both; all of
 // it survives a restart of the pair; a domain of EPHEMAIL_DOMAINS cannot be retired; the admin API
-// is 404 on a node without the token and 401 with a wrong one; a key revoked through the admin API
-// on one node gets 401 on the other within 2 s.
+// is 401 with a wrong token, and on a node without the token answers as an unknown path; a key
+// revoked through the admin API on one node gets 401 on the other within 2 s.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -163,7 +163,7 @@ describeRedis('domains and the admin API on two nodes of one Redis', { skip: SKI
     for (const n of pair()) assert.equal((await rcpt(n, 'x@ephemail.test')).code, 250);
   });
 
-  it('the admin API: 401 with a wrong token on both nodes; 404 on a node started without the token', async () => {
+  it('the admin API: 401 with a wrong token on both nodes; on a node started without the token, answered as an unknown path', async () => {
     for (const n of pair()) {
       const res = await admin(n, '/domains', { token: `${TOKEN}x` });
       assert.equal(res.status, 401);
@@ -172,11 +172,16 @@ describeRedis('domains and the admin API on two nodes of one Redis', { skip: SKI
     const { EPHEMAIL_ADMIN_TOKEN: _off, ...withoutToken } = env;
     const C = await startNode('C (no token)', withoutToken);
     try {
+      // a bearer that is no API key: 401 there as on any unknown path; none: 404 on both
       for (const token of [TOKEN, 'anything']) {
         const res = await admin(C, '/domains', { token });
-        assert.equal(res.status, 404);
-        assert.equal((await res.json()).error.type, 'not_found');
+        assert.equal(res.status, 401);
+        assert.equal((await res.json()).error.type, 'unauthorized');
+        assert.equal((await C.api('/api/v1/no-such-endpoint', { headers: { authorization: `Bearer ${token}` } })).status, 401);
       }
+      const bare = await C.api('/api/v1/admin/domains');
+      assert.equal(bare.status, 404);
+      assert.equal((await bare.json()).error.type, 'not_found');
       assert.deepEqual(await listed(C), ['ephemail.test', 'cli-pair.example'], 'it serves the added domains all the same');
     } finally {
       assert.equal(await C.stop(), 0);
