@@ -44,11 +44,6 @@ export const BUSY_WINDOW_MS = 250;
 const later = globalThis.setTimeout;
 const cancel = globalThis.clearTimeout;
 
-/**
- * Complete verdicts kept in memory, by message key: they never change once kept (never recomputed),
- * so a cached one is never stale, on any node. About 1 KB each; the oldest go first.
- */
-const CACHE_MAX = 4096;
 
 export interface AuthenticationService {
   /**
@@ -62,8 +57,6 @@ export interface AuthenticationService {
    * node stopped, a queue was full); a younger one is left to the node that stored it.
    */
   get(messageKey: string, receivedAt: number): Promise<Authentication | null>;
-  /** Complete verdicts this node holds in memory, else undefined (ask get). */
-  peek(messageKey: string): Authentication | undefined;
   /** Resolves once no verdict is computing or waiting (tests, shutdown). */
   idle(): Promise<void>;
   readonly waiting: number;
@@ -191,12 +184,12 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
 
   /** Bytes held by waiting verdicts (given by ingest, not yet handed to the worker). */
   let heldBytes = 0;
-  /** Complete verdicts by message key (insertion order is age order). */
-  const cache = new Map<string, Authentication>();
-  const remember = (key: string, verdict: Authentication) => {
-    if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value!);
-    cache.set(key, verdict);
-  };
+  /**
+   * Verdicts computed here and not yet committed (the store may commit them with a later write:
+   * SQLite lazily), answered from here meanwhile. Bounded by the writes in flight; no cache
+   * (services/answers.ts keeps the answers made of verdicts).
+   */
+  const unwritten = new Map<string, Authentication>();
 
   /** `given`: the envelope and, when still held, the bytes ingest stored (nothing read back then). */
   async function compute(key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }): Promise<void> {
@@ -228,10 +221,13 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
     options.onComputed?.((now() - started) / 1000, verdict);
     // answered from memory at once: the store may commit them with a later write (SQLite: lazily),
     // which this verdict's slot does not wait for
-    remember(key, verdict);
+    unwritten.set(key, verdict);
     writing++;
     store.putAuthentication(key, JSON.stringify(verdict))
       .catch((err) => log.warn({ err }, 'authentication verdicts could not be kept; a later read asks again'))
+      .finally(() => {
+        if (unwritten.get(key) === verdict) unwritten.delete(key);
+      })
       .finally(() => {
         writing--;
         pump();
@@ -273,15 +269,13 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       arrived();
       schedule(messageKey, { envelope, raw });
     },
-    peek: (key) => cache.get(key),
     async get(key, receivedAt) {
-      const hit = cache.get(key);
+      const hit = unwritten.get(key);
       if (hit) return hit;
       const kept = await store.getAuthentication(key);
       if (!kept) return null;
       const v = parseVerdicts(kept.verdicts);
-      if (v) remember(key, v);
-      else if (kept.envelope && now() - receivedAt > budgetMs + 1000) schedule(key);
+      if (!v && kept.envelope && now() - receivedAt > budgetMs + 1000) schedule(key);
       return v;
     },
     idle: () => (running === 0 && writing === 0 && queue.length === 0 && asked.length === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
