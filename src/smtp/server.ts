@@ -2,7 +2,7 @@
 // streaming, and a 250 only after the store made every copy durable. Reply codes come from
 // smtpReplyFor(), the one translator of errors to SMTP.
 import { X509Certificate } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
 import { createHoldCounter, ipBucket } from '../domain/limits.ts';
@@ -34,7 +34,25 @@ export interface SmtpLimits {
   idleMs: number;
   /** With EPHEMAIL_SMTP_PROXY_PROTOCOL: how long a balancer may take to send its header; 421 after it. */
   proxyHeaderMs: number;
+  /**
+   * The minimum DATA rate: a session in DATA that sends fewer than `dataRateMinBytes` in any window
+   * of `dataRateWindowMs` (counted from the 354) gets `421 4.4.2` and is closed, and what it held
+   * of the in-flight budget is free at once.
+   */
+  dataRateMinBytes: number;
+  dataRateWindowMs: number;
 }
+
+/** One client (an IPv4 address, an IPv6 /64) holds at most this part of EPHEMAIL_MAX_INFLIGHT_BYTES. */
+export const CLIENT_SHARE_OF_INFLIGHT = 1 / 4;
+/**
+ * A DATA over the size limit is read (and dropped) to its end for at most this many bytes past the
+ * limit, then answered 552 with the session going on, as a client that did not declare SIZE
+ * expects; past that (a flood), 552 at once and the connection is closed, the rest never read.
+ */
+export const OVERSIZE_GRACE_BYTES = 1024 * 1024;
+/** After the 552 to a flood: how long the reply has to reach the client before the socket is destroyed. */
+const OVERSIZED_LINGER_MS = 1000;
 
 export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
   maxClients: 1000,
@@ -44,17 +62,21 @@ export const DEFAULT_SMTP_LIMITS: Readonly<SmtpLimits> = Object.freeze({
   sessionMs: 10 * 60_000,
   idleMs: 60_000,
   proxyHeaderMs: 5_000,
+  // 500 bytes/s over 30 s windows: Postfix's smtpd_min_data_rate (500 B/s); a 56k modem sends 7,000
+  dataRateMinBytes: 15_000,
+  dataRateWindowMs: 30_000,
 });
 
 /** smtp-server's connection object (an element of its public `connections` set). */
 type Connection = SMTPServer['connections'] extends Set<infer C> ? C : never;
 /**
  * What the receiver keeps on a session: `connection` (its smtp-server connection, open while it is
- * in `server.connections`), `owed` (replies the service is deciding now: a callback of ours not
+ * in `server.connections`), `socket` (the one it reads from: the TCP socket, the TLS one after
+ * STARTTLS), `owed` (replies the service is deciding now: a callback of ours not
  * yet called; the session deadline waits for them), `faultData` (recipients whose RCPT saw a `data`
  * fault rule left, docs/faults.md; looked at the end of DATA).
  */
-type Tracked = SMTPServerSession & { connection?: Connection; owed?: number; release?: () => void; deadline?: NodeJS.Timeout; faultData?: Set<string> };
+type Tracked = SMTPServerSession & { connection?: Connection; socket?: Socket; owed?: number; release?: () => void; deadline?: NodeJS.Timeout; faultData?: Set<string> };
 
 /**
  * smtp-server picks an enhanced status code from the reply code alone (550 → 5.1.1) and has no
@@ -104,6 +126,8 @@ export function smtpReplyFor(err: unknown): SmtpError {
 
 /** The metrics label of a refusal: why the message was not stored. */
 function refusalReason(err: Error): string {
+  const own = (err as SmtpError & { reason?: string }).reason;
+  if (own) return own;
   const code = (err as SmtpError).responseCode;
   if (code === 552) return 'too_large';
   if (code === 452) return 'no_resources';
@@ -165,6 +189,11 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   // AUTH offered (accept-any) with STARTTLS on: offered only after STARTTLS
   const authAfterTls = config.smtpAuth === 'accept-any' && tls !== null;
   let inflightBytes = 0;
+  /** In-flight bytes by client (ipBucket: an IPv4 address, an IPv6 /64); absent at 0. */
+  const heldByClient = new Map<string, number>();
+  const clientShare = Math.floor(config.maxInflightBytes * CLIENT_SHARE_OF_INFLIGHT);
+  /** The socket smtp-server reads each connection from (connect() is how every connection comes in). */
+  const sockets = new WeakMap<Connection, Socket>();
   let running = false;
   // MIME parsing runs on the summary lane of the worker pool (started on the first message); SQLite stays on this thread
   const summaries = core.workers.summary;
@@ -244,7 +273,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       const tracked = session as Tracked;
       // smtp-server adds a connection to `connections` before it asks onConnect about it
       for (const c of server.connections) if (c.session === session) tracked.connection = c;
-      if (tracked.connection) wrapSend(tracked.connection, authAfterTls);
+      if (tracked.connection) {
+        wrapSend(tracked.connection, authAfterTls);
+        tracked.socket = sockets.get(tracked.connection);
+      }
       const release = perClient.take(session.remoteAddress);
       if (!release) {
         core.log.info({ client: session.remoteAddress }, 'SMTP connection refused: too many open from this client');
@@ -252,6 +284,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       }
       tracked.release = release;
       armDeadline(tracked, limits.sessionMs);
+      callback();
+    },
+    onSecure(socket, session, callback) {
+      (session as Tracked).socket = socket; // after STARTTLS the session reads from the TLS socket
       callback();
     },
     onClose(session) {
@@ -295,18 +331,33 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
       });
     },
     onData(stream: SMTPServerDataStream, session, received) {
+      const tracked = session as Tracked;
+      const client = ipBucket(session.remoteAddress);
       // the reply is owed (the session deadline waits for it) once the message is in, not while it arrives
       let reply = received;
+      let answered = false;
       let chunks: Buffer[] = [];
       let size = 0;
       // Bytes this message holds against the budget shared by every session (so 1,000 slow senders
-      // cannot make the process hold 1,000 × 30 MiB); released once, when the reply goes out.
+      // cannot make the process hold 1,000 × 30 MiB) and against its client's share of it (so one
+      // client cannot hold it all); released once, when the reply goes out or the session ends.
       let held = 0;
-      let overBudget = false;
+      let overBudget: 'all' | 'client' | null = null;
       let endedAt = 0;
-      const callback: typeof reply = (err, message) => {
+      const release = () => {
+        chunks = [];
+        if (!held) return;
         inflightBytes -= held;
+        const left = (heldByClient.get(client) ?? 0) - held;
+        if (left > 0) heldByClient.set(client, left);
+        else heldByClient.delete(client);
         held = 0;
+      };
+      const callback: typeof reply = (err, message) => {
+        clearInterval(rate);
+        release();
+        if (answered) return; // a session closed by us (too large, too slow) whose stream then ends with an error
+        answered = true;
         const m = core.metrics;
         if (m) {
           if (err) m.smtpRefused.inc({ reason: refusalReason(err) });
@@ -319,26 +370,68 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
         }
         reply(err, message);
       };
+      // The minimum DATA rate: checked once a window while the message arrives.
+      let sizeAtCheck = 0;
+      const rate = setInterval(() => {
+        if (size - sizeAtCheck >= limits.dataRateMinBytes) return void (sizeAtCheck = size);
+        const c = openConnection(session);
+        const seconds = limits.dataRateWindowMs / 1000;
+        core.log.info({ client: session.remoteAddress, bytes: size, window_seconds: seconds }, 'SMTP DATA too slow; connection closed');
+        const err = Object.assign(smtpError(421, `4.4.2 DATA too slow: fewer than ${limits.dataRateMinBytes} bytes in ${seconds} s, closing connection`), { reason: 'too_slow' });
+        callback(err); // frees the budget now (smtp-server sends nothing for it: the stream never ends)
+        c?.send(421, err.message, false);
+      }, limits.dataRateWindowMs);
+      rate.unref();
       stream.on('data', (chunk: Buffer) => {
+        if (answered) return;
         size += chunk.length;
-        if (size > config.maxMessageBytes || overBudget) return;
-        if (inflightBytes + chunk.length > config.maxInflightBytes) {
-          overBudget = true; // keep draining the stream, buffer nothing more
-          chunks = [];
-          inflightBytes -= held;
-          held = 0;
+        if (size > config.maxMessageBytes) {
+          release(); // nothing of it is kept: the reply is 552 whatever follows
+          if (size > config.maxMessageBytes + OVERSIZE_GRACE_BYTES) refuseOversized();
+          return;
+        }
+        if (overBudget) return;
+        const mine = heldByClient.get(client) ?? 0;
+        if (inflightBytes + chunk.length > config.maxInflightBytes || mine + chunk.length > clientShare) {
+          overBudget = mine + chunk.length > clientShare ? 'client' : 'all'; // keep draining the stream, buffer nothing more
+          release();
           return;
         }
         inflightBytes += chunk.length;
+        heldByClient.set(client, mine + chunk.length);
         held += chunk.length;
         chunks.push(chunk);
       });
+      /**
+       * Past the size limit and its grace the rest of the message is not read (the flood): 552, the
+       * socket stops being read and is ended, and destroyed once the reply had time to arrive. The
+       * client learns the limit from SIZE in EHLO (and a declared SIZE over it gets 552 at MAIL).
+       */
+      const refuseOversized = () => {
+        stream.pause(); // nothing reads the stream: smtp-server's parser, then the socket, stop
+        const socket = tracked.socket;
+        socket?.pause();
+        const err = smtpError(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageBytes} bytes, closing connection`);
+        core.log.info({ client: session.remoteAddress, limit: config.maxMessageBytes }, 'SMTP DATA over the size limit: 552 and connection closed, the rest not read');
+        callback(err);
+        const c = openConnection(session);
+        if (!c) return;
+        c.send(552, err.message, false);
+        if (!socket || socket.destroyed) return c.close();
+        socket.end();
+        setTimeout(() => socket.destroy(), OVERSIZED_LINGER_MS).unref();
+      };
       stream.on('error', (err) => callback(smtpReplyFor(err)));
       stream.on('end', () => {
+        clearInterval(rate);
+        if (answered) return;
         reply = owing(session, received);
         endedAt = performance.now();
         if (stream.sizeExceeded || size > config.maxMessageBytes) {
           return callback(smtpError(552, `5.3.4 Message exceeds the maximum size of ${config.maxMessageBytes} bytes`));
+        }
+        if (overBudget === 'client') {
+          return callback(smtpError(452, '4.3.1 Insufficient system resources: too much mail in flight from your address, try again later'));
         }
         if (overBudget) {
           return callback(smtpError(452, '4.3.1 Insufficient system resources: too much mail in flight, try again later'));
@@ -397,6 +490,13 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     },
   });
   server.on('error', (err) => core.log.warn({ err }, 'smtp connection error'));
+  // every connection (smtp-server's own listener, the PROXY front) comes in through connect(),
+  // which adds it to `connections` at once: note the socket it reads from
+  const connect = server.connect.bind(server);
+  server.connect = (socket, options) => {
+    connect(socket, options);
+    for (const c of server.connections) if (!sockets.has(c)) sockets.set(c, socket as Socket);
+  };
 
   /** At RCPT: the error a fault rule answers with, or undefined (and notes data rules for the end of DATA). */
   async function faultAt(address: string, session: Tracked): Promise<SmtpError | undefined> {
