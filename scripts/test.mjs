@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: checks the services and files the suite needs (Redis, the shared corpus and, for the
+// `npm test`: checks the services and files the suite needs (Redis, the corpus and, for the
 // Python client, Debian's pytest: loudly), type-checks the server and the client package
 // (`tsc --noEmit`), then runs every test/**/*.test.ts with node's test runner through tsx. Pass
 // paths to run a subset (no type-check then): `npm test -- test/http`.
@@ -44,12 +44,13 @@ if (await redisAlive(redisUrl)) {
   process.env.EPHEMAIL_TEST_REDIS_URL = '';
 }
 
-// The shared real-world corpus is outside the repository: one setting finds it (test/helpers/corpus.ts).
-const corpus = resolve(root, process.env.EPHEMAIL_CORPUS || '../shared/corpus');
+// The real-world corpus is vendored under test/fixtures/corpus; EPHEMAIL_CORPUS may name another copy
+// (test/helpers/corpus.ts).
+const corpus = resolve(root, process.env.EPHEMAIL_CORPUS || 'test/fixtures/corpus');
 process.env.EPHEMAIL_CORPUS = corpus;
 if (!existsSync(join(corpus, 'MANIFEST.tsv'))) {
   missing.push([
-    `NO SHARED CORPUS at ${corpus}: the 222-message corpus tests (test/e2e/corpus.test.ts,`,
+    `NO CORPUS at ${corpus}: the 222-message corpus tests (test/e2e/corpus.test.ts,`,
     'test/smtp/summary.test.ts) are SKIPPED. Set EPHEMAIL_CORPUS to its directory to run them.',
   ]);
 }

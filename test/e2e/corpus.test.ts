@@ -1,4 +1,4 @@
-// The shared corpus (../shared/corpus/README.md "Using it in tests"): all 222 real-world messages go
+// The real-world corpus (test/fixtures/corpus/README.md "Using it in tests"): all 222 real-world messages go
 // in over raw SMTP (CRLF-normalised, dot-stuffed, pipelined on a few connections) and every one is
 // served back: 250, exactly one email, a valid full email, clean bodies, sanitized HTML, attachment
 // sizes equal to the downloaded bytes, safe filenames.
