@@ -2,7 +2,7 @@ import { isIP } from 'node:net';
 
 // The environment, read once into a frozen Config. VARIABLES is the table of every variable (type,
 // default, meaning); test/config-table.test.ts holds it, loadConfig and the README's table together.
-// DECISIONS.md "Configuration" is the contract for every name and default here.
+// docs/contract-decisions.md "Configuration" is the contract for every name and default here.
 
 export interface Limits {
   perMinute: number;

@@ -1,4 +1,4 @@
-// Derivations off the main thread (ARCHITECTURE.md rule 13): ONE pool of worker_threads, created in
+// Derivations off the main thread (docs/house-style.md rule 13): ONE pool of worker_threads, created in
 // assemble.ts, in lanes that never share a worker: `summary` (the summaries the SMTP 250 waits for),
 // `derive` (views on first read, the HTML check, search texts of older mail) and `verdicts` (the
 // authentication checks, which mostly wait on DNS). A slow derivation holds only its own lane's

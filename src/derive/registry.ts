@@ -1,4 +1,4 @@
-// Every view of a stored message, one entry each (ARCHITECTURE.md "How to add a feature"): its name
+// Every view of a stored message, one entry each (docs/house-style.md "How to add a feature"): its name
 // (the field of the email and of the stored views), its version, how it is derived, its fallback and
 // its budget. A view is a domain rule plus one entry here; the derivation (views.ts), the service
 // (services/views.ts), getEmail and the wire mappers read the entries, never a list of their own.

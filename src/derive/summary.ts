@@ -1,4 +1,4 @@
-// The summary fast path (ARCHITECTURE.md "The message model"): at ingest, before the 250, the bytes
+// The summary fast path (docs/house-style.md "The message model"): at ingest, before the 250, the bytes
 // to store (oversized parts cut out) and what the list needs (sender, subject, has_attachments) plus
 // the search text. A plainly structured message is read from its header block and leaves without a
 // parser (fastSummary, cheap enough for the event loop); anything else is parsed in full on the

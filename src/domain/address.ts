@@ -1,4 +1,4 @@
-// Inbox addresses: what an address at an active domain may look like (spec: Inbox; DECISIONS.md
+// Inbox addresses: what an address at an active domain may look like (spec: Inbox; docs/contract-decisions.md
 // "Addresses in paths"). SMTP RCPT and the HTTP path use the same rule, so every address that can
 // receive mail can be named by the API.
 
@@ -42,7 +42,7 @@ export function normalizeDomain(input: string): string | null {
   return DOMAIN_RE.test(d) ? d : null;
 }
 
-/** Domain of an SMTP envelope sender, lowercased; null for the null sender `<>` (DECISIONS.md: mailed_by). */
+/** Domain of an SMTP envelope sender, lowercased; null for the null sender `<>` (docs/contract-decisions.md: mailed_by). */
 export function mailedByOf(envelopeFrom: string | false | null | undefined): string | null {
   if (!envelopeFrom) return null;
   const at = envelopeFrom.lastIndexOf('@');

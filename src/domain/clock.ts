@@ -1,4 +1,4 @@
-// Time is injected (ARCHITECTURE.md rule 7): services read the clock, never Date.now() directly.
+// Time is injected (docs/house-style.md rule 7): services read the clock, never Date.now() directly.
 export interface Clock {
   now(): number;
 }

@@ -2,7 +2,7 @@
 // the HTTP envelope (http/plugins/errors.ts), the MCP isError result (mcp/), the SMTP reply (smtp/).
 
 /**
- * Error types and their HTTP statuses. `address_in_use` (DECISIONS.md), `forbidden` and
+ * Error types and their HTTP statuses. `address_in_use` (docs/contract-decisions.md), `forbidden` and
  * `too_many_webhooks` (docs/push.md) and `conflict` (the admin API, docs/deploy.md) are added types.
  */
 export const ERROR_STATUS = {

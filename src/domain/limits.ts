@@ -1,4 +1,4 @@
-// Tiers, limits and rate-limit buckets (spec: Limits; DECISIONS.md "Rate-limit windows").
+// Tiers, limits and rate-limit buckets (spec: Limits; docs/contract-decisions.md "Rate-limit windows").
 import { isIPv6 } from 'node:net';
 
 /** The largest request body the HTTP API and the MCP endpoint read (docs/security.md, "Limits"). */

@@ -1,4 +1,4 @@
-// The message model (ARCHITECTURE.md "The message model"): a received message is stored once, as
+// The message model (docs/house-style.md "The message model"): a received message is stored once, as
 // received; everything a reader sees beyond the summary row is a derived view of those bytes,
 // computed once per message (off the event loop, within a budget) and kept beside it.
 import type { EmailSummary } from './summary.ts';

@@ -1,4 +1,4 @@
-// Hygiene for sender-written text shown to AI agents (spec: read_email body rules 4; DECISIONS.md
+// Hygiene for sender-written text shown to AI agents (spec: read_email body rules 4; docs/contract-decisions.md
 // "Untrusted block in read_email"): invisible characters removed, header fields on one line and
 // capped, and no line of the email able to pass for the service's own body markers.
 

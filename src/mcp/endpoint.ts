@@ -1,4 +1,4 @@
-// POST /mcp, the tool endpoint (spec: "POST /mcp (tool endpoint)"; DECISIONS.md "Tool endpoint limits"
+// POST /mcp, the tool endpoint (spec: "POST /mcp (tool endpoint)"; docs/contract-decisions.md "Tool endpoint limits"
 // and "Tool endpoint protocol"). The SDK's stateless Streamable HTTP transport with JSON responses
 // answers JSON-RPC; this file holds the transport rules the SDK does not apply by itself: the Host
 // check, Accept with JSON only, batches refused, signed Mcp-Session-Id on initialize, per-session

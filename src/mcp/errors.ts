@@ -1,4 +1,4 @@
-// The one translator of AppError to the tool endpoint (ARCHITECTURE.md rule 6): an actionable error
+// The one translator of AppError to the tool endpoint (docs/house-style.md rule 6): an actionable error
 // is a normal tool result with isError: true whose text says what happened and what to do next.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { AppError, StoreUnavailableError, describeError, type ErrorWording } from '../domain/errors.ts';

@@ -1,5 +1,5 @@
 // Mcp-Session-Id values: issued on `initialize`, signed, dated, and checked without any server state
-// (DECISIONS.md "Tool endpoint limits", docs/mcp.md "Sessions"). A valid id is its own rate-limit
+// (docs/contract-decisions.md "Tool endpoint limits", docs/mcp.md "Sessions"). A valid id is its own rate-limit
 // bucket; an invented one is not, so a client cannot mint fresh quota by making ids up; an id
 // older than SESSION_LIFETIME_MS has expired (the client initializes again).
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';

@@ -14,14 +14,14 @@ import type { Reader } from './views.ts';
 
 /**
  * Resolves an inbox address from a path or tool argument: malformed → invalid_request (naming
- * `field`), a domain the service does not serve → not_found (DECISIONS.md "Addresses in paths").
+ * `field`), a domain the service does not serve → not_found (docs/contract-decisions.md "Addresses in paths").
  */
 export function resolveInbox(core: Pick<Core, 'domains'>, raw: string, parse: (raw: string) => Address | null = parseAddress): Address {
   const addr = parse(raw);
   if (!addr) {
     throw new AppError('invalid_request', `${JSON.stringify(raw.slice(0, 100))} is not a valid email address (expected local-part@domain)`, { field: 'address' });
   }
-  // a retired domain's stored mail stays readable until it expires (DECISIONS.md "Addresses in paths")
+  // a retired domain's stored mail stays readable until it expires (docs/contract-decisions.md "Addresses in paths")
   if (core.domains.stateOf(addr.domain) === null) {
     throw new AppError('not_found', `${addr.domain} is not a domain of this service; active domains: ${core.domains.active().join(', ')}`);
   }
@@ -360,5 +360,5 @@ export const downloadUrl = (core: Base, emailId: string, attachmentId: string) =
 /** `{base_url}/api/v1/emails/{id}/raw` */
 export const rawUrl = (core: Base, emailId: string) => `${emailUrl(core, emailId)}/raw`;
 
-/** `{base_url}/inbox/<address>` (DECISIONS.md: web_url). */
+/** `{base_url}/inbox/<address>` (docs/contract-decisions.md: web_url). */
 export const webUrl = (core: Base, address: string) => `${core.baseUrl()}/inbox/${encodeURIComponent(address).replace(/%40/g, '@')}`;

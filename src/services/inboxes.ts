@@ -8,7 +8,7 @@ import type { Core } from './core.ts';
 export interface CreateInboxInput {
   domain?: string;
   localPart?: string;
-  /** Length of a random local part: 10 for the API, 8 for the tool endpoint (DECISIONS.md). */
+  /** Length of a random local part: 10 for the API, 8 for the tool endpoint (docs/contract-decisions.md). */
   randomLength: number;
 }
 

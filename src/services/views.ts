@@ -1,4 +1,4 @@
-// Derived views (ARCHITECTURE.md "The message model"): everything beyond the summary row is derived
+// Derived views (docs/house-style.md "The message model"): everything beyond the summary row is derived
 // from the stored raw message once, on first read, on the `derive` lane of the worker pool within a
 // time budget, then kept in the store beside the message (services/answers.ts keeps the answers made of them).
 // Which views there are, their budgets and fallbacks are the registry's (derive/registry.ts): this

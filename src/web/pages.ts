@@ -10,7 +10,7 @@ import { escapeHtml as esc } from '../domain/escape.ts';
 
 export { esc };
 
-/** `/inbox/<address>` as web_url writes it (DECISIONS.md): the address percent-encoded, `@` kept. */
+/** `/inbox/<address>` as web_url writes it (docs/contract-decisions.md): the address percent-encoded, `@` kept. */
 export const inboxPath = (address: string): string => `/inbox/${encodeURIComponent(address).replace(/%40/g, '@')}`;
 export const emailPath = (address: string, id: string): string => `${inboxPath(address)}/${encodeURIComponent(id)}`;
 

@@ -1,4 +1,4 @@
-// The operator CLI (DECISIONS.md "Running it"): `ephemail keys list` and `ephemail keys revoke
+// The operator CLI (docs/contract-decisions.md "Running it"): `ephemail keys list` and `ephemail keys revoke
 // <prefix>` against the same store the service uses; a revoked key then gets 401 unauthorized.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';

@@ -1,4 +1,4 @@
-// What every store conformance suite shares (ARCHITECTURE.md rule 2): the harness a runner gives
+// What every store conformance suite shares (docs/house-style.md rule 2): the harness a runner gives
 // (store-sqlite, store-redis, store-cluster), a test that opens a fresh store and closes it after,
 // and made-up mail. A suite takes only the seam it tests: mail.suite.ts, keys.suite.ts,
 // webhooks.suite.ts, domains.suite.ts, faults.suite.ts (docs/architecture.md "Store seams").

@@ -1,4 +1,4 @@
-// The mail seam's conformance suite (src/store/store.ts MailStore; ARCHITECTURE.md rule 2): every
+// The mail seam's conformance suite (src/store/store.ts MailStore; docs/house-style.md rule 2): every
 // backend runs it unchanged. Times are near the real clock (Redis expires keys by its own clock);
 // expiry is exercised by passing a later `now`. Behaviour that differs by backend is read from
 // store.capabilities only.

@@ -1,4 +1,4 @@
-// Email lifetime and process lifecycle (spec: States and transitions; DECISIONS.md "Running it"):
+// Email lifetime and process lifecycle (spec: States and transitions; docs/contract-decisions.md "Running it"):
 // expiry, restart keeps mail and keys, SIGKILL mid-burst loses nothing acknowledged, SIGTERM
 // answers held polls and exits 0, and Debian's swaks as a real-world SMTP client.
 import assert from 'node:assert/strict';
@@ -118,7 +118,7 @@ async function startServe(env: Record<string, string>, args = ['serve']): Promis
   const child = served.child;
   const exited = new Promise<number | null>((r) => (child.exitCode !== null ? r(child.exitCode) : child.on('exit', (code) => r(code))));
   const j = served.startLine as { http: string; smtp: string; store: string; domains: string[] };
-  // the start-up line names the bound addresses, the store and the domains (DECISIONS.md)
+  // the start-up line names the bound addresses, the store and the domains (docs/contract-decisions.md)
   assert.ok(!/:0$/.test(j.http) && !/:0$/.test(j.smtp), `actual ports: ${JSON.stringify(j)}`);
   assert.equal(j.store, env.EPHEMAIL_STORE);
   assert.deepEqual(j.domains, ['ephemail.test']);

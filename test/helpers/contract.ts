@@ -1,5 +1,5 @@
 // Contract assertions shared by the HTTP tests: the error envelope, the rate-limit headers, wire
-// field types (spec: Errors, Limits, Resources and their fields; DECISIONS.md).
+// field types (spec: Errors, Limits, Resources and their fields; docs/contract-decisions.md).
 import assert from 'node:assert/strict';
 
 export const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z$/;
@@ -109,7 +109,7 @@ export async function listAll(api: (p: string, i?: RequestInit) => Promise<Respo
 }
 
 /**
- * Minute windows are fixed (DECISIONS.md): a test that counts requests within one window waits
+ * Minute windows are fixed (docs/contract-decisions.md): a test that counts requests within one window waits
  * out the last `marginMs` of a minute so the window cannot roll over under it.
  */
 export async function awayFromMinuteEdge(marginMs = 5000): Promise<void> {

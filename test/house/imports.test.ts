@@ -1,4 +1,4 @@
-// The house's layering (ARCHITECTURE.md, docs/architecture.md), read from the imports of src/**/*.ts
+// The house's layering (docs/house-style.md, docs/architecture.md), read from the imports of src/**/*.ts
 // (static, type-only, re-exports and dynamic import() alike):
 // - domain/ imports nothing of the project outside domain/;
 // - derive/ nothing from services/, store/ or a transport; services/ nothing from smtp/, http/, mcp/, web/; smtp/ nothing from mcp/, http/, web/;

@@ -1,4 +1,4 @@
-// Attachments: list endpoint, download bytes and headers (DECISIONS.md "Attachment download").
+// Attachments: list endpoint, download bytes and headers (docs/contract-decisions.md "Attachment download").
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
@@ -54,7 +54,7 @@ test('list endpoint agrees with the inlined list; filenames are safe', async () 
   assert.equal(new Set(email.attachments.map((a: any) => a.id)).size, 5, 'ids unique within the email');
 });
 
-test('download: bytes equal size_bytes and the sent content; headers per DECISIONS.md', async () => {
+test('download: bytes equal size_bytes and the sent content; headers per docs/contract-decisions.md', async () => {
   const sent = [Buffer.from('%PDF-1.4 fake'), png, html, Buffer.from('root:x:0:0'), Buffer.from('こんにちは')];
   for (const [i, a] of email.attachments.entries()) {
     const res = await fetch(local(a.download_url));

@@ -1,4 +1,4 @@
-// List ordering and cursors (spec: GET /inboxes/{address}/emails rules 1-3; DECISIONS.md "List
+// List ordering and cursors (spec: GET /inboxes/{address}/emails rules 1-3; docs/contract-decisions.md "List
 // cursors", "Ids are strictly increasing").
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';

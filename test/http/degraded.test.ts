@@ -1,4 +1,4 @@
-// Unhealthy states (DECISIONS.md "Health": 503 with status "degraded" naming the failing part) and
+// Unhealthy states (docs/contract-decisions.md "Health": 503 with status "degraded" naming the failing part) and
 // the internal_error envelope when the store is gone (spec: Errors; no stack trace, retry-after).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -1,5 +1,5 @@
 // Every endpoint of the spec's Endpoints table (except /mcp), over real sockets: status codes, the
-// data/meta shapes and field types exactly as spec + DECISIONS.md.
+// data/meta shapes and field types exactly as spec + docs/contract-decisions.md.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';

@@ -1,4 +1,4 @@
-// Keys and limits (spec: Authentication, Limits; DECISIONS.md "POST /keys", "Rate-limit windows").
+// Keys and limits (spec: Authentication, Limits; docs/contract-decisions.md "POST /keys", "Rate-limit windows").
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';

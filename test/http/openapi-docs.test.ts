@@ -1,4 +1,4 @@
-// /api/v1/openapi.json and /docs (spec: Versioning, Errors; DECISIONS.md "Docs links").
+// /api/v1/openapi.json and /docs (spec: Versioning, Errors; docs/contract-decisions.md "Docs links").
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';

@@ -1,4 +1,4 @@
-// Long-poll `wait` (spec: GET /inboxes/{address}/emails rules 3-4, Limits; DECISIONS.md shutdown).
+// Long-poll `wait` (spec: GET /inboxes/{address}/emails rules 3-4, Limits; docs/contract-decisions.md shutdown).
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';

@@ -1,4 +1,4 @@
-// read_email body rules (spec: read_email body rules 1-4; DECISIONS.md "Untrusted block in
+// read_email body rules (spec: read_email body rules 1-4; docs/contract-decisions.md "Untrusted block in
 // read_email"): the stub rule, HTML → text, the 10,000-character cut, the untrusted block and its
 // defences (forged markers, invisible Unicode, single-line capped header fields). Pure rules first,
 // then real-world-shaped messages sent over SMTP and read through the endpoint.

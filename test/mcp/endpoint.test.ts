@@ -1,4 +1,4 @@
-// The tool endpoint's transport rules over raw HTTP (spec: POST /mcp; DECISIONS.md "Tool endpoint
+// The tool endpoint's transport rules over raw HTTP (spec: POST /mcp; docs/contract-decisions.md "Tool endpoint
 // protocol"): version negotiation, JSON-only Accept, batches, GET 405, JSON-RPC error codes, CORS,
 // the Host check, and the Mcp-Session-Id header.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Tool-endpoint rate limits (DECISIONS.md "Tool endpoint limits"): a signed Mcp-Session-Id is its own
+// Tool-endpoint rate limits (docs/contract-decisions.md "Tool endpoint limits"): a signed Mcp-Session-Id is its own
 // anonymous bucket; initialize and requests without a valid id (invented, forged, tampered) pay from
 // the IP's bucket; over the limit, tools/call is an isError result and other methods a 429.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// check_inbox's hold (spec: check_inbox wait_seconds; ARCHITECTURE.md: HTTP `wait` and check_inbox
+// check_inbox's hold (spec: check_inbox wait_seconds; docs/house-style.md: HTTP `wait` and check_inbox
 // share one wait path): returns at once when mail exists, ends when the client goes away, is answered
 // on shutdown, and a session holds at most MCP_CONCURRENT_WAITS of them.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The SMTP receiver over raw sockets (DECISIONS.md "Sizes", "mailed_by"), and the
+// The SMTP receiver over raw sockets (docs/contract-decisions.md "Sizes", "mailed_by"), and the
 // HTML / header decoding rules of the stored result (part 7).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';

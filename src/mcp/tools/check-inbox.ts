@@ -13,7 +13,7 @@ export const CHECK_INBOX_MAX = 20;
 export const MAX_WAIT_SECONDS = 20;
 /** Held check_inbox calls per rate-limit bucket (a session, or an IP without one). */
 export const MCP_CONCURRENT_WAITS = 5;
-/** Caps for sender-written fields in results (DECISIONS.md: single-line and capped). */
+/** Caps for sender-written fields in results (docs/contract-decisions.md: single-line and capped). */
 export const FROM_MAX = 320;
 export const SUBJECT_MAX = 500;
 

@@ -1,5 +1,5 @@
 // What a tool is: contract schemas (zod, published as JSON Schema), annotations, and a run function
-// that calls one service function and maps the result to the wire (ARCHITECTURE.md rule 4).
+// that calls one service function and maps the result to the wire (docs/house-style.md rule 4).
 import type { z } from 'zod';
 import type { Core } from '../../services/core.ts';
 import type { Reader } from '../../services/views.ts';
