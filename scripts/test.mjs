@@ -1,12 +1,17 @@
 #!/usr/bin/env node
-// `npm test`: checks the services and files the suite needs (Redis, the corpus and, for the
-// Python client, Debian's pytest: loudly), type-checks the server and the client package
+// `npm test`: sets up what the suite needs, type-checks the server and the client package
 // (`tsc --noEmit`), then runs every test/**/*.test.ts with node's test runner through tsx. Pass
 // paths to run a subset (no type-check then): `npm test -- test/http`.
+//
+// Set-up, as .ci/run does on a fresh machine: the Debian packages of scripts/system-packages.txt that
+// the tests to run need (on Debian as root, the missing ones are installed here with apt-get; elsewhere,
+// or with EPHEMAIL_TEST_INSTALL=0, they are named with the command that installs them and the run
+// stops), then a Redis: the one at EPHEMAIL_TEST_REDIS_URL (default redis://127.0.0.1:6379) if it
+// answers, else a private redis-server on a free loopback port, stopped when the tests end.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
-import { createConnection } from 'node:net';
-import { join, resolve } from 'node:path';
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { createConnection, createServer } from 'node:net';
+import { delimiter, join, relative, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..');
 const ci = process.env.CI === 'true' || process.env.CI === '1';
@@ -32,17 +37,6 @@ function loud(lines) {
 // The authentication checks of any service a test starts never query the outside (a loopback port
 // nothing answers on: temperror at once); tests of the checks run their own DNS server.
 process.env.EPHEMAIL_DNS_SERVERS ||= '127.0.0.1:1';
-
-const redisUrl = process.env.EPHEMAIL_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
-if (await redisAlive(redisUrl)) {
-  process.env.EPHEMAIL_TEST_REDIS_URL = redisUrl;
-} else {
-  missing.push([
-    `NO REDIS at ${redisUrl}: the Redis store, multi-node and fault tests are SKIPPED.`,
-    'Start it: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save ""',
-  ]);
-  process.env.EPHEMAIL_TEST_REDIS_URL = '';
-}
 
 // The real-world corpus is vendored under test/fixtures/corpus; EPHEMAIL_CORPUS may name another copy
 // (test/helpers/corpus.ts).
@@ -70,32 +64,88 @@ if (files.length === 0) {
   process.exit(1);
 }
 
-// The Python client's suite (test/client/python.test.ts) runs Debian's pytest: checked when it is to run.
-if (files.some((f) => /[\\/]test[\\/]client[\\/]python\.test\.ts$/.test(f))) {
-  const python = process.env.EPHEMAIL_PYTHON || '/usr/bin/python3';
-  const needs = { pytest: 'python3-pytest', setuptools: 'python3-setuptools', pip: 'python3-pip', wheel: 'python3-wheel' };
-  const probe = spawnSync(python, ['-c', 'import importlib.util, sys; print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))', ...Object.keys(needs)], { encoding: 'utf8' });
-  const lacking = probe.status === 0 ? probe.stdout.split(/\s+/).filter(Boolean) : Object.keys(needs);
-  if (lacking.length) {
-    missing.push([
-      `NO PYTEST FOR THE PYTHON CLIENT: ${python} lacks ${lacking.join(', ')}; its tests (test/client/python.test.ts) are SKIPPED.`,
-      `Install them: apt-get install -y ${lacking.map((m) => needs[m]).join(' ')}`,
-    ]);
-  }
+// The Debian packages the tests to run need (scripts/system-packages.txt, shared with .ci/run).
+const python = process.env.EPHEMAIL_PYTHON || '/usr/bin/python3';
+/** What a probe looks for: its alternatives, or only the variable's value when a `$VAR` of it is set. */
+function sought(probe) {
+  const all = probe.slice(probe.indexOf(':') + 1).split('|');
+  const set = all.find((a) => a.startsWith('$') && process.env[a.slice(1)]);
+  return set ? [process.env[set.slice(1)]] : all.filter((a) => !a.startsWith('$'));
 }
-// The spam score's tests (test/http/spam.test.ts) run a real SpamAssassin spamd: checked when they are to run.
-if (files.some((f) => /[\\/]test[\\/]http[\\/]spam\.test\.ts$/.test(f))) {
-  const spamd = process.env.EPHEMAIL_SPAMD_BIN || ['/usr/sbin/spamd', '/usr/bin/spamd'].find((p) => existsSync(p));
-  if (!spamd) {
-    missing.push([
-      'NO SPAMD: the real-spamd tests of test/http/spam.test.ts (GTUBE is spam, a plain message is not) are SKIPPED.',
-      'Install it: apt-get install -y spamassassin (Debian; it brings spamd), or EPHEMAIL_SPAMD_BIN=<path>',
-    ]);
-  }
+function present(probe) {
+  const kind = probe.slice(0, probe.indexOf(':'));
+  return sought(probe).some((a) => {
+    if (kind === 'file') return existsSync(a);
+    if (kind === 'cmd') return [...(process.env.PATH ?? '').split(delimiter), '/usr/sbin', '/sbin'].some((d) => d && existsSync(join(d, a)));
+    if (kind === 'py') return existsSync(python) && spawnSync(python, ['-c', `import ${a}`], { stdio: 'ignore' }).status === 0;
+    throw new Error(`scripts/system-packages.txt: unknown probe ${probe}`);
+  });
 }
+const packages = readFileSync(join(root, 'scripts', 'system-packages.txt'), 'utf8').split('\n')
+  .map((l) => l.replace(/#.*/, '').trim()).filter(Boolean)
+  .map((l) => { const [name, probe, ...paths] = l.split(/\s+/); return { name, probe, paths }; });
+const needed = packages.filter((p) => p.paths.includes('*') || files.some((f) => p.paths.some((n) => {
+  const rel = relative(root, f).split('\\').join('/');
+  return rel === n || rel.startsWith(`${n}/`);
+})));
+let lacking = needed.filter((p) => !present(p.probe));
+const debian = existsSync('/etc/debian_version') && present('cmd:apt-get');
+const root0 = process.getuid?.() === 0;
+if (lacking.length && debian && root0 && process.env.EPHEMAIL_TEST_INSTALL !== '0') {
+  const names = lacking.map((p) => p.name);
+  console.log(`# npm test: installing the Debian packages the tests need: ${names.join(' ')}`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  spawnSync('apt-get', ['update'], { stdio: 'inherit', env });
+  spawnSync('apt-get', ['install', '-y', '--no-install-recommends', ...names], { stdio: 'inherit', env });
+  lacking = lacking.filter((p) => !present(p.probe));
+}
+if (lacking.length) {
+  const names = lacking.map((p) => p.name).join(' ');
+  const how = debian
+    ? root0
+      ? `apt-get install -y --no-install-recommends ${names}` + (process.env.EPHEMAIL_TEST_INSTALL === '0' ? '' : ' did not provide them: see its output above')
+      : `sudo apt-get install -y --no-install-recommends ${names}   (or run npm test as root: it installs them itself)`
+    : `install them from your system's packages (their Debian names: ${names}); EPHEMAIL_CHROMIUM, EPHEMAIL_SPAMD_BIN and EPHEMAIL_PYTHON name a Chromium, a spamd and a Python with pytest elsewhere`;
+  loud([
+    'npm test: the tests to run need what this machine lacks:',
+    ...lacking.map((p) => `  ${p.name.padEnd(19)} (no ${sought(p.probe).join(' or ')}${p.probe.startsWith('py:') ? ` in ${python}` : ''}; for ${p.paths.join(', ')})`),
+    `Install: ${how}`,
+  ]);
+  process.exit(1);
+}
+
+// A Redis for the Redis store, multi-node and fault tests: the one that answers, else a private one.
+const redisUrl = process.env.EPHEMAIL_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
+/** The private redis-server this run started, stopped when the tests end. */
+let privateRedis = null;
+if (await redisAlive(redisUrl)) {
+  process.env.EPHEMAIL_TEST_REDIS_URL = redisUrl;
+} else {
+  const port = await new Promise((done, fail) => {
+    const srv = createServer();
+    srv.once('error', fail);
+    srv.listen(0, '127.0.0.1', () => { const p = srv.address().port; srv.close(() => done(p)); });
+  });
+  privateRedis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const stop = () => { if (privateRedis.exitCode === null) privateRedis.kill('SIGKILL'); };
+  process.on('exit', stop);
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { stop(); process.exit(1); });
+  const url = `redis://127.0.0.1:${port}`;
+  const t0 = Date.now();
+  while (!(await redisAlive(url))) {
+    if (privateRedis.exitCode !== null || Date.now() - t0 > 10_000) {
+      loud([`NO REDIS at ${redisUrl}, and a private redis-server on 127.0.0.1:${port} did not start.`]);
+      process.exit(1);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  console.log(`# npm test: no Redis answers at ${redisUrl}; started a private one at ${url} (pid ${privateRedis.pid}), stopped when the tests end`);
+  process.env.EPHEMAIL_TEST_REDIS_URL = url;
+}
+
 for (const m of missing) loud(m);
 if (missing.length && ci) {
-  console.error('CI=true: a missing Redis, corpus, Python test runner or spamd is a failure.');
+  console.error('CI=true: a missing corpus is a failure.');
   process.exit(1);
 }
 // Run after the others, alone: files that load the whole machine (the packed install), and files
@@ -161,4 +211,12 @@ if (solo.length) {
 }
 if (typecheck) loud(['tsc --noEmit FAILED (see its errors above the tests).']);
 for (const m of missing) loud(m);
+if (privateRedis && privateRedis.exitCode === null) {
+  // stopped before this process ends (SIGTERM; SIGKILL after 5 s)
+  const exited = new Promise((r) => privateRedis.once('exit', r));
+  privateRedis.kill('SIGTERM');
+  const timer = setTimeout(() => privateRedis.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(timer);
+}
 process.exit(code);
