@@ -7,6 +7,7 @@ import { BODY_LIMIT } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import { registerDocs } from './docs.ts';
 import { registerOpenApi } from './openapi.ts';
+import { registerProviders } from './providers/index.ts';
 import { lazyRequestLogger } from './request-log.ts';
 import { registerCaller, setLimitHeaders } from './plugins/caller.ts';
 import { registerCors } from './plugins/cors.ts';
@@ -186,6 +187,8 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     },
   }, async () => app.swagger());
   registerDocs(app, core);
+  // the provider API emulations (SendGrid, SES, Postmark, Resend, Mailgun): their own parsers, limits, errors
+  await registerProviders(app, core);
   for (const mount of mounts) await mount(app, core);
   return app;
 }

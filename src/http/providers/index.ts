@@ -1,0 +1,21 @@
+// The provider API emulations, one prefix each under /providers (docs/providers.md): an app keeps
+// its provider's official SDK, points its base URL at ephemail, and the mail lands in the inbox as
+// if it had come over SMTP (services/provider-mail.ts). Outside /api/v1's contract: the routes are
+// described by their own document, GET /providers/openapi.json.
+import type { FastifyInstance } from 'fastify';
+import type { Core } from '../../services/core.ts';
+import { createProviderMailer } from '../../services/provider-mail.ts';
+import { registerResend } from './resend.ts';
+import { registerSendgrid } from './sendgrid.ts';
+
+/** Each emulation's prefix, as GET /api/v1 lists them. */
+export const PROVIDER_PREFIXES = {
+  sendgrid: '/providers/sendgrid',
+  resend: '/providers/resend',
+} as const;
+
+export async function registerProviders(app: FastifyInstance, core: Core): Promise<void> {
+  const mailer = createProviderMailer(core);
+  await app.register(async (scope) => registerSendgrid(scope, core, mailer), { prefix: PROVIDER_PREFIXES.sendgrid });
+  await app.register(async (scope) => registerResend(scope, core, mailer), { prefix: PROVIDER_PREFIXES.resend });
+}
