@@ -1,15 +1,15 @@
 // SendGrid v3 through @sendgrid/mail, pointed at ephemail (docs/providers.md "SendGrid").
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import sgMail from '@sendgrid/mail';
+import { MailService } from '@sendgrid/mail';
 import { Client } from '@sendgrid/client';
 import { HTML, PDF, PNG, TEXT, addresses, assertDelivered, assertNothingStored, assertTemplateCode, rawOf, startProviderService, type TestService } from './helpers.ts';
 
 let svc: TestService;
-let mail: InstanceType<typeof sgMail.MailService>;
+let mail: MailService;
 before(async () => {
   svc = await startProviderService();
-  mail = new sgMail.MailService();
+  mail = new MailService();
   const client = new Client();
   client.setApiKey('SG.any-key-is-taken');
   // setApiKey sets the base URL of SendGrid's region: ours comes after it
