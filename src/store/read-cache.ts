@@ -126,15 +126,6 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     });
   };
 
-  /**
-   * A live row or key record held now, else undefined: the one kept object, frozen (a caller that
-   * tried to change it would throw), so a reader of the same entry gets the same object and may
-   * keep what it made of it by identity (services/emails.ts getEmailNow).
-   */
-  const peekEmail = (id: string, now: number): StoredEmail | undefined => {
-    if (!emails) return undefined;
-    return fresh(`e ${id.toLowerCase()}`, now)?.value as StoredEmail | undefined;
-  };
   /** A live page held now (the kept array, frozen, like a row), else undefined. */
   const peekList = (address: string, query: ListQuery, now: number): EmailSummary[] | undefined => {
     if (!emails) return undefined;
@@ -181,16 +172,9 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
       });
     },
     hasEmails: (address, now) => store.hasEmails(address, now),
-    peekEmail,
-    getEmail(id, now) {
-      if (!emails) return store.getEmail(id, now);
-      const k = `e ${id.toLowerCase()}`;
-      const hit = peekEmail(id, now);
-      if (hit) return Promise.resolve(hit);
-      return read('emails', () => store.getEmail(id, now), (row, readAt) => {
-        if (row) put(k, { value: Object.freeze({ ...row }), readAt, now, expiresAt: row.expiresAt, address: row.address, bytes: summaryBytes(row) + 2 * row.messageKey.length });
-      });
-    },
+    // rows by id are read through: the read model (services/answers.ts) keeps what a read of one
+    // email answers, and checks the row on every read (a cached row would only be a second copy)
+    getEmail: (id, now) => store.getEmail(id, now),
     readRaw: (key) => store.readRaw(key),
     getViews: (key) => store.getViews(key),
     putViews: (key, views, parts) => store.putViews(key, views, parts),
@@ -200,16 +184,8 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     matchText: (ids, needle, now) => store.matchText(ids, needle, now),
     putSearchText: (key, text) => store.putSearchText(key, text),
     readPart: (key, index) => store.readPart(key, index),
-    deleteEmail(id, now) {
-      const row = entries.get(`e ${id.toLowerCase()}`);
-      // the row's inbox when it is known; otherwise every list (a delete is rare)
-      const forget = () => {
-        if (row) forgetAddress(row.address);
-        else forgetWhere('l ');
-        forgetKey(`e ${id.toLowerCase()}`);
-      };
-      return write('emails', forget, () => store.deleteEmail(id, now));
-    },
+    // (every list: which inbox the email was in is not known here; a delete is rare)
+    deleteEmail: (id, now) => write('emails', () => forgetWhere('l '), () => store.deleteEmail(id, now)),
     purgeInbox: (address, now) => write('emails', () => forgetAddress(address), () => store.purgeInbox(address, now)),
     // what expired by `now` is deleted for good: entries holding it go (a read for an earlier now
     // must not find it either)

@@ -119,7 +119,7 @@ export interface MailRows {
 
   /**
    * `listEmails` answered at once when this store holds that page in memory now (the read cache),
-   * else undefined (ask listEmails). Optional, like peekEmail.
+   * else undefined (ask listEmails). Optional: a backend without memory has none.
    */
   peekList?(address: string, query: ListQuery, now: number): EmailSummary[] | undefined;
 
@@ -128,12 +128,6 @@ export interface MailRows {
 
   /** One live email's row (summary and message key), or null. */
   getEmail(id: string, now: number): Promise<StoredEmail | null>;
-
-  /**
-   * `getEmail` answered at once when this store holds the live row in memory now (the read cache),
-   * else undefined (ask getEmail). Optional: a backend without memory has none.
-   */
-  peekEmail?(id: string, now: number): StoredEmail | undefined;
 
   /**
    * Whether the search text of each email's message contains `needle` (a needle in search form,
