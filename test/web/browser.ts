@@ -10,7 +10,7 @@ export const CHROMIUM_PATH = process.env.EPHEMAIL_CHROMIUM ?? '/usr/bin/chromium
 
 export function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM_PATH)) {
-    // loud, not skipped: the browser tests are part of the bar (README "Quick start", .ci/run)
+    // loud, not skipped: the browser tests are part of the bar (README "Test", .ci/run)
     throw new Error(`No Chromium at ${CHROMIUM_PATH}: install it with "apt-get install -y chromium" (or set EPHEMAIL_CHROMIUM)`);
   }
   return chromium.launch({
