@@ -74,6 +74,8 @@ export class ProviderRefusal extends Error {
 /** Headers the composer writes from the message itself: a custom one of these names is dropped. */
 const STRUCTURAL = new Set(['from', 'to', 'cc', 'bcc', 'reply-to', 'subject', 'message-id', 'date', 'mime-version', 'content-type', 'content-transfer-encoding', 'content-disposition', 'received', 'return-path', 'sender']);
 
+/** A value written as it is (printable ASCII on one line of a sane length); others are encoded by the composer. */
+const PRINTABLE = /^[\x20-\x7e]{0,900}$/;
 /** A header name (RFC 5322 ftext) and a value on one line. */
 const HEADER_NAME = /^[\x21-\x39\x3b-\x7e]{1,76}$/;
 
@@ -229,7 +231,7 @@ export function createProviderMailer(core: Core): ProviderMailer {
         html: mail.html,
         messageId,
         date: new Date(core.clock.now()),
-        headers: [{ key: 'Received', value: received(emulation) }, ...Object.entries(headers).map(([key, value]) => ({ key, value }))],
+        headers: [{ key: 'Received', value: received(emulation) }, ...Object.entries(headers).map(([key, value]) => ({ key, value: PRINTABLE.test(value) ? { prepared: true, value } : value }))],
         attachments: mail.attachments.map((a) => ({ filename: a.filename, contentType: a.contentType, content: a.content, cid: a.cid, contentDisposition: a.cid ? 'inline' as const : 'attachment' as const })),
       });
       return deliver(info.message as Buffer, recipients, mailedByOf(mail.from.address), emulation);

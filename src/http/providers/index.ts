@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import { createProviderMailer } from '../../services/provider-mail.ts';
+import { registerMailgun } from './mailgun.ts';
 import { registerPostmark } from './postmark.ts';
 import { registerResend } from './resend.ts';
 import { registerSendgrid } from './sendgrid.ts';
@@ -14,6 +15,7 @@ export const PROVIDER_PREFIXES = {
   sendgrid: '/providers/sendgrid',
   resend: '/providers/resend',
   postmark: '/providers/postmark',
+  mailgun: '/providers/mailgun',
 } as const;
 
 export async function registerProviders(app: FastifyInstance, core: Core): Promise<void> {
@@ -21,4 +23,5 @@ export async function registerProviders(app: FastifyInstance, core: Core): Promi
   await app.register(async (scope) => registerSendgrid(scope, core, mailer), { prefix: PROVIDER_PREFIXES.sendgrid });
   await app.register(async (scope) => registerResend(scope, core, mailer), { prefix: PROVIDER_PREFIXES.resend });
   await app.register(async (scope) => registerPostmark(scope, core, mailer), { prefix: PROVIDER_PREFIXES.postmark });
+  await app.register(async (scope) => registerMailgun(scope, core, mailer), { prefix: PROVIDER_PREFIXES.mailgun });
 }
