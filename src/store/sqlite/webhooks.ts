@@ -38,6 +38,7 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     del: db.prepare('DELETE FROM webhooks WHERE id = ? AND key_hash = ?'),
     delJobs: db.prepare('DELETE FROM webhook_jobs WHERE webhook_id = ?'),
     byTarget: db.prepare('SELECT * FROM webhooks WHERE target = ?'),
+    countAll: db.prepare('SELECT count(*) FROM webhooks').pluck(),
     jobExists: db.prepare('SELECT 1 FROM webhook_jobs WHERE id = ?').pluck(),
     pendingByKey: db.prepare('SELECT count(*) FROM webhook_jobs WHERE key_hash = ?').pluck(),
     enqueue: db.prepare('INSERT INTO webhook_jobs (id, webhook_id, key_hash, email_id, attempts, due_at, leased, expires_at) VALUES (?, ?, ?, ?, 0, ?, 0, ?)'),
@@ -127,15 +128,28 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
   });
   const sweepBatch = db.transaction((now: number) => q.sweepJobs.run(now, SWEEP_BATCH).changes);
 
+  /**
+   * Webhooks registered, counted again after every registration and removal (this process is the
+   * only one that writes them to the file): with none, new mail asks the database nothing.
+   */
+  let registered = q.countAll.get() as number;
+  const recount = <T>(run: () => T): T => {
+    try {
+      return run();
+    } finally {
+      registered = q.countAll.get() as number;
+    }
+  };
+
   return {
-    addWebhook: (h, caps) => guard(() => add.immediate(h, caps)),
+    addWebhook: (h, caps) => guard(() => recount(() => add.immediate(h, caps))),
     getWebhook: (id) => guard(() => {
       const r = q.get.get(id) as HookRow | undefined;
       return r ? toHook(r) : null;
     }),
     listWebhooks: (keyHash) => guard(() => (q.byKey.all(keyHash) as HookRow[]).map(toHook)),
-    deleteWebhook: (keyHash, id) => guard(() => remove.immediate(keyHash, id)),
-    matching: (targets) => guard(() => targets.flatMap((t) => (q.byTarget.all(t) as HookRow[]).map(toHook))),
+    deleteWebhook: (keyHash, id) => guard(() => recount(() => remove.immediate(keyHash, id))),
+    matching: (targets) => (registered === 0 ? Promise.resolve([]) : guard(() => targets.flatMap((t) => (q.byTarget.all(t) as HookRow[]).map(toHook)))),
     enqueue: (bodies, jobs, caps) => guard(() => (jobs.length ? enqueue.immediate(bodies, jobs, caps) : [])),
     // a poll that finds nothing due takes no write lock (it would wait for the writer thread's commits)
     claim: (now, leaseMs, max, fair) => guard(() => (q.anyDue.get(now, now) === undefined ? [] : claim.immediate(now, leaseMs, max, fair))),
