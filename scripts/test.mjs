@@ -37,6 +37,9 @@ function loud(lines) {
 // The authentication checks of any service a test starts never query the outside (a loopback port
 // nothing answers on: temperror at once); tests of the checks run their own DNS server.
 process.env.EPHEMAIL_DNS_SERVERS ||= '127.0.0.1:1';
+// IMAP and POP3 (docs/imap.md) on free ports in every service a test starts: never the fixed 1143/1110
+process.env.EPHEMAIL_IMAP_PORT ||= '0';
+process.env.EPHEMAIL_POP3_PORT ||= '0';
 
 // The real-world corpus is vendored under test/fixtures/corpus; EPHEMAIL_CORPUS may name another copy
 // (test/helpers/corpus.ts).

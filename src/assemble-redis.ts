@@ -8,6 +8,7 @@ import { createRedisLimiter } from './limiter/redis.ts';
 import { connect, parseRedisUrl, whenReady, type RedisClient } from './redis/client.ts';
 import { keyspace } from './redis/keys.ts';
 import { createRedisStore } from './store/redis/redis-store.ts';
+import { createRedisUids } from './store/redis/uids.ts';
 
 /** How long start-up waits for Redis before starting anyway (degraded until Redis answers). */
 const STARTUP_WAIT_MS = 5000;
@@ -67,5 +68,6 @@ export async function openRedisBackends(config: Config, log: Logger): Promise<Ba
     store,
     limiter: createRedisLimiter({ client: main, keys, log }),
     bus: createRedisBus({ publisher: main, subscriber: sub, channel: keys.channel, cluster: target.cluster, log }),
+    uids: createRedisUids(main, keys),
   };
 }

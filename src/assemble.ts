@@ -24,6 +24,11 @@ import { createWebhookService } from './services/webhooks.ts';
 import { createSmtpReceiver, createSmtpReceiverWithTls, type SmtpListener } from './smtp/server.ts';
 import { createSqliteStore } from './store/sqlite/sqlite-store.ts';
 import { withReadCache } from './store/read-cache.ts';
+import { createSqliteUids } from './store/sqlite/uids.ts';
+import { createMemoryUids } from './store/uids.ts';
+import { createImapServer, type MailListener } from './imap/server.ts';
+import { createPop3Server } from './imap/pop3.ts';
+import { createMailTls } from './imap/tls.ts';
 
 export type { Backends } from './backends.ts';
 
@@ -31,7 +36,11 @@ export type { Backends } from './backends.ts';
 export async function openBackends(config: Config, log: Logger): Promise<Backends> {
   if (config.store.startsWith('sqlite:')) {
     const path = config.store.slice('sqlite:'.length);
-    return { store: createSqliteStore(path === ':memory:' ? ':memory:' : path, { random: createSecureRandom() }), bus: createMemoryBus(), limiter: createMemoryLimiter() };
+    return {
+      store: createSqliteStore(path === ':memory:' ? ':memory:' : path, { random: createSecureRandom() }), bus: createMemoryBus(), limiter: createMemoryLimiter(),
+      // IMAP UIDs in a file of their own beside the database (store/sqlite/uids.ts)
+      uids: path === ':memory:' ? createMemoryUids() : createSqliteUids(`${path}-imap`),
+    };
   }
   // Redis is loaded lazily: a SQLite deployment never imports ioredis.
   const { openRedisBackends } = await import('./assemble-redis.ts');
@@ -53,8 +62,11 @@ export interface Service {
   store: Store;
   app: FastifyInstance;
   smtp: SmtpListener;
-  /** Binds HTTP and SMTP; resolves with the bound addresses. */
-  start(): Promise<{ http: string; smtp: string }>;
+  /** The IMAP and POP3 listeners (docs/imap.md); null when turned off. */
+  imap: MailListener | null;
+  pop3: MailListener | null;
+  /** Binds HTTP, SMTP, IMAP and POP3; resolves with the bound addresses (imap/pop3 absent when off). */
+  start(): Promise<{ http: string; smtp: string; imap?: string; pop3?: string }>;
   /** Stops SMTP accepts, answers held long-polls, closes HTTP, bus, limiter and store; idempotent. */
   stop(): Promise<void>;
 }
@@ -134,6 +146,15 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics.watch('ephemail_derivations_waiting', 'Derivations of views (and search texts of older mail) waiting for a worker', () => core.views.waiting);
   }
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()), options.httpTimeouts);
+  // IMAP and POP3 (docs/imap.md): the same store, limits and bus; STARTTLS/STLS with SMTP's TLS setting
+  const uids = backends.uids ?? createMemoryUids();
+  const mailTls = config.imapPort === null && config.pop3Port === null ? null : await createMailTls(config, log);
+  const imap = config.imapPort === null ? null : createImapServer(core, uids, mailTls);
+  const pop3 = config.pop3Port === null ? null : createPop3Server(core, uids, mailTls);
+  if (metrics) {
+    if (imap) metrics.watch('ephemail_imap_sessions', 'IMAP sessions open now', () => imap.sessions);
+    if (pop3) metrics.watch('ephemail_pop3_sessions', 'POP3 sessions open now', () => pop3.sessions);
+  }
 
   let sweeper: NodeJS.Timeout | null = null;
   let stopped: Promise<void> | null = null;
@@ -143,6 +164,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     store,
     app,
     smtp,
+    imap,
+    pop3,
     async start() {
       await app.listen({ port: config.httpPort, host: config.httpHost });
       const httpAddr = app.server.address() as AddressInfo;
@@ -160,7 +183,15 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
       domains.start();
       sweeper.unref();
       const host = (a: AddressInfo) => (a.family === 'IPv6' ? `[${a.address}]` : a.address);
-      const urls = { http: `http://${host(httpAddr)}:${httpAddr.port}`, smtp: `${host(smtpAddr)}:${smtpAddr.port}` };
+      const urls: { http: string; smtp: string; imap?: string; pop3?: string } = { http: `http://${host(httpAddr)}:${httpAddr.port}`, smtp: `${host(smtpAddr)}:${smtpAddr.port}` };
+      if (imap && config.imapPort !== null) {
+        const a = await imap.listen(config.imapPort, config.imapHost);
+        urls.imap = `${host(a)}:${a.port}`;
+      }
+      if (pop3 && config.pop3Port !== null) {
+        const a = await pop3.listen(config.pop3Port, config.pop3Host);
+        urls.pop3 = `${host(a)}:${a.port}`;
+      }
       log.info({ ...urls, public_url: core.baseUrl(), store: redactStoreUrl(config.store), domains: domains.active() }, 'ephemail started');
       return urls;
     },
@@ -169,9 +200,12 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         if (sweeper) clearInterval(sweeper);
         domains.stop();
         const smtpClosed = smtp.close(); // stop accepting; transactions in flight finish
+        const mailClosed = Promise.all([imap?.close(), pop3?.close()]);
+        mailTls?.close();
         core.waits.releaseAll(); // held polls answer with their (empty) result
         await app.close();
         await smtpClosed;
+        await mailClosed;
         await core.webhooks.stop();
         await bus.close();
         await limiter.close();
@@ -179,6 +213,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         await core.authentication.close();
         await workers.close();
         await store.close();
+        await uids.close();
       })();
       return stopped;
     },

@@ -14,6 +14,12 @@ export interface Config {
   httpPort: number;
   smtpHost: string;
   smtpPort: number;
+  /** IMAP listener (docs/imap.md); port null: off. */
+  imapHost: string;
+  imapPort: number | null;
+  /** POP3 listener; port null: off. */
+  pop3Host: string;
+  pop3Port: number | null;
   /** `{base_url}` without a trailing slash; null means derive from the bound HTTP port. */
   publicUrl: string | null;
   domains: readonly string[];
@@ -84,6 +90,10 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_HTTP_PORT', type: 'integer', default: '8025', meaning: 'HTTP port (0: any free port)', of: (c) => c.httpPort },
   { name: 'EPHEMAIL_SMTP_HOST', type: 'string', default: '127.0.0.1', meaning: 'SMTP bind address', of: (c) => c.smtpHost },
   { name: 'EPHEMAIL_SMTP_PORT', type: 'integer', default: '1025', meaning: 'SMTP port (0: any free port)', of: (c) => c.smtpPort },
+  { name: 'EPHEMAIL_IMAP_HOST', type: 'string', default: '127.0.0.1', meaning: 'IMAP bind address', of: (c) => c.imapHost },
+  { name: 'EPHEMAIL_IMAP_PORT', type: 'integer', default: '1143', meaning: 'IMAP port (0: any free port; off: no IMAP listener)', of: (c) => c.imapPort },
+  { name: 'EPHEMAIL_POP3_HOST', type: 'string', default: '127.0.0.1', meaning: 'POP3 bind address', of: (c) => c.pop3Host },
+  { name: 'EPHEMAIL_POP3_PORT', type: 'integer', default: '1110', meaning: 'POP3 port (0: any free port; off: no POP3 listener)', of: (c) => c.pop3Port },
   { name: 'EPHEMAIL_PUBLIC_URL', type: 'url', default: 'http://localhost:<http port>', meaning: '{base_url} of links' },
   { name: 'EPHEMAIL_DOMAINS', type: 'list', default: 'ephemail.test', meaning: 'active domains, the first is the default', of: (c) => c.domains.join(',') },
   { name: 'EPHEMAIL_STORE', type: 'string', default: 'sqlite:./data/ephemail.db', meaning: 'sqlite:<path>, sqlite::memory:, redis://…, redis+cluster://…', of: (c) => c.store },
@@ -138,6 +148,14 @@ function int(env: Env, name: string, def: number, min: number, max = Number.MAX_
   const n = Number(raw.trim());
   if (n < min || n > max) throw new ConfigError(name, raw, `an integer from ${min} to ${max}`);
   return n;
+}
+
+/** A port, or null for `off` (no listener). */
+function port(env: Env, name: string, def: number): number | null {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === 'off') return null;
+  if (raw !== undefined && raw !== '' && !/^\d+$/.test(raw)) throw new ConfigError(name, raw, 'a port from 0 to 65535 (0: any free port), or off');
+  return int(env, name, def, 0, 65535);
 }
 
 function bool(env: Env, name: string, def: boolean): boolean {
@@ -285,6 +303,10 @@ export function loadConfig(env: Env = process.env): Config {
     httpPort: int(env, 'EPHEMAIL_HTTP_PORT', 8025, 0, 65535),
     smtpHost: host('EPHEMAIL_SMTP_HOST'),
     smtpPort: int(env, 'EPHEMAIL_SMTP_PORT', 1025, 0, 65535),
+    imapHost: host('EPHEMAIL_IMAP_HOST'),
+    imapPort: port(env, 'EPHEMAIL_IMAP_PORT', 1143),
+    pop3Host: host('EPHEMAIL_POP3_HOST'),
+    pop3Port: port(env, 'EPHEMAIL_POP3_PORT', 1110),
     publicUrl,
     domains: Object.freeze(domains),
     store,

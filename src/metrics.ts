@@ -27,6 +27,10 @@ export interface Metrics {
   webhookQueued: Counter;
   /** Webhook events not queued, by the fan-out limit that dropped them (message_limit, key_pending, hook_pending). */
   webhookDropped: Counter<'reason'>;
+  /** IMAP and POP3 sessions opened (docs/imap.md). */
+  mailSessions: Counter<'protocol'>;
+  /** IMAP and POP3 commands, by protocol and command name (known names only). */
+  mailCommands: Counter<'protocol' | 'command'>;
   /** Gauges read when scraped. */
   watch(name: string, help: string, read: () => number): void;
 }
@@ -69,6 +73,8 @@ export function createMetrics(): Metrics {
     webhookDeliveries: new Counter({ name: 'ephemail_webhook_attempts_total', help: 'Webhook delivery attempts by outcome (delivered, retrying, gave_up)', labelNames: ['status'], registers: [registry] }),
     webhookSeconds: new Histogram({ name: 'ephemail_webhook_attempt_seconds', help: 'Time of one webhook delivery attempt (DNS, connect, response)', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [registry] }),
     webhookQueued: new Counter({ name: 'ephemail_webhook_events_queued_total', help: 'Webhook events queued (each is one delivery, with its retries)', registers: [registry] }),
+    mailSessions: new Counter({ name: 'ephemail_mail_access_sessions_total', help: 'IMAP and POP3 sessions opened', labelNames: ['protocol'], registers: [registry] }),
+    mailCommands: new Counter({ name: 'ephemail_mail_access_commands_total', help: 'IMAP and POP3 commands by name (unknown names as OTHER)', labelNames: ['protocol', 'command'], registers: [registry] }),
     webhookDropped: new Counter({ name: 'ephemail_webhook_events_dropped_total', help: 'Webhook events not queued, by the fan-out limit that dropped them (message_limit, key_pending, hook_pending)', labelNames: ['reason'], registers: [registry] }),
     watch(name, help, read) {
       new Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });

@@ -13,7 +13,7 @@ const root = resolve(import.meta.dirname, '..');
 function readmeTable(): Map<string, string> {
   const out = new Map<string, string>();
   for (const line of readFileSync(resolve(root, 'README.md'), 'utf8').split('\n')) {
-    const m = /^\| (`EPHEMAIL_[A-Z_]+`(?: \/ `_[A-Z_]+`)?) \| ([^|]+) \|/.exec(line);
+    const m = /^\| (`EPHEMAIL_[A-Z0-9_]+`(?: \/ `_[A-Z0-9_]+`)?) \| ([^|]+) \|/.exec(line);
     if (!m) continue;
     const names = m[1].split(' / ').map((n) => n.replace(/`/g, ''));
     const defaults = m[2].trim().split(' / ').map((d) => d.replace(/`/g, '').trim());
@@ -29,7 +29,7 @@ function readmeTable(): Map<string, string> {
 
 test('every variable config.ts reads has a row, and no row is unused', () => {
   const source = readFileSync(resolve(root, 'src/config.ts'), 'utf8').replace(/export const VARIABLES[\s\S]*?\]\);/, '');
-  const read = new Set(source.match(/EPHEMAIL_[A-Z_]+/g));
+  const read = new Set(source.match(/EPHEMAIL_[A-Z0-9_]+/g));
   const rows = new Set(VARIABLES.map((v) => v.name));
   assert.deepEqual([...read].filter((n) => !rows.has(n)).sort(), [], 'read but not in VARIABLES');
   assert.deepEqual([...rows].filter((n) => !read.has(n)).sort(), [], 'in VARIABLES but never read');

@@ -16,6 +16,9 @@ export interface TestService {
   smtpPort: number;
   /** fetch relative to the service: api('/api/v1/health') */
   api(path: string, init?: RequestInit): Promise<Response>;
+  /** The IMAP and POP3 ports (0 when off). */
+  imapPort: number;
+  pop3Port: number;
   /** sends one message over real SMTP with nodemailer */
   send(mail: SendMailOptions): Promise<{ response: string }>;
   stop(): Promise<void>;
@@ -30,6 +33,8 @@ export async function startService(env: Record<string, string> = {}, options: As
   const config = loadConfig({
     EPHEMAIL_HTTP_PORT: '0',
     EPHEMAIL_SMTP_PORT: '0',
+    EPHEMAIL_IMAP_PORT: '0',
+    EPHEMAIL_POP3_PORT: '0',
     EPHEMAIL_STORE: `sqlite:${join(dir, 'test.db')}`,
     EPHEMAIL_LOG_LEVEL: process.env.EPHEMAIL_LOG_LEVEL ?? 'silent',
     // the authentication checks never ask the outside from a test: a loopback port nothing answers
@@ -45,6 +50,8 @@ export async function startService(env: Record<string, string> = {}, options: As
     service,
     http: urls.http,
     smtpPort,
+    imapPort: urls.imap ? Number(urls.imap.split(':').pop()) : 0,
+    pop3Port: urls.pop3 ? Number(urls.pop3.split(':').pop()) : 0,
     api: (path, init) => fetch(urls.http + path, init),
     send: (mail) => transport.sendMail({ from: 'Sender <sender@example.org>', ...mail }),
     async stop() {
