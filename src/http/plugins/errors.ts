@@ -123,7 +123,8 @@ export function registerErrorHandling(app: FastifyInstance, core: Core): void {
 export function registerUrlGuard(app: FastifyInstance): void {
   app.addHook('onRequest', (request, _reply, done) => {
     if (request.url.length > MAX_URL_LENGTH) return done(new AppError('invalid_request', `The URL is longer than ${MAX_URL_LENGTH} characters`));
-    if (hasEmptySegment(request.url)) return done(routeNotFound(request));
+    // (the provider emulations' paths are theirs: SES v1 posts to /providers/ses/, trailing slash and all)
+    if (hasEmptySegment(request.url) && !request.url.startsWith('/providers/')) return done(routeNotFound(request));
     done();
   });
 }

@@ -9,6 +9,7 @@ import { registerMailgun } from './mailgun.ts';
 import { registerPostmark } from './postmark.ts';
 import { registerResend } from './resend.ts';
 import { registerSendgrid } from './sendgrid.ts';
+import { registerSesV1, registerSesV2 } from './ses.ts';
 
 /** Each emulation's prefix, as GET /api/v1 lists them. */
 export const PROVIDER_PREFIXES = {
@@ -16,6 +17,7 @@ export const PROVIDER_PREFIXES = {
   resend: '/providers/resend',
   postmark: '/providers/postmark',
   mailgun: '/providers/mailgun',
+  ses: '/providers/ses',
 } as const;
 
 export async function registerProviders(app: FastifyInstance, core: Core): Promise<void> {
@@ -24,4 +26,6 @@ export async function registerProviders(app: FastifyInstance, core: Core): Promi
   await app.register(async (scope) => registerResend(scope, core, mailer), { prefix: PROVIDER_PREFIXES.resend });
   await app.register(async (scope) => registerPostmark(scope, core, mailer), { prefix: PROVIDER_PREFIXES.postmark });
   await app.register(async (scope) => registerMailgun(scope, core, mailer), { prefix: PROVIDER_PREFIXES.mailgun });
+  await app.register(async (scope) => registerSesV2(scope, core, mailer), { prefix: `${PROVIDER_PREFIXES.ses}/v2` });
+  await app.register(async (scope) => registerSesV1(scope, core, mailer), { prefix: PROVIDER_PREFIXES.ses });
 }

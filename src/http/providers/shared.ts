@@ -5,6 +5,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Busboy } from '@fastify/busboy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../domain/errors.ts';
 import { hitClient } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
 import { ProviderRefusal } from '../../services/provider-mail.ts';
@@ -41,6 +42,13 @@ const bad = (message: string, field: string | null = null) => new ProviderRefusa
 /** A Fastify error (or ours) as a refusal: body too large, unreadable, of a type not taken, or our own. */
 export function refusalOf(err: unknown, core: Core): ProviderRefusal {
   if (err instanceof ProviderRefusal) return err;
+  // an error of the hooks every request passes (a URL too long, a proxy header): said in the provider's shape
+  if (err instanceof AppError) {
+    if (err.status === 404) return new ProviderRefusal('not_found', err.message);
+    if (err.status === 429) return new ProviderRefusal('rate_limited', err.message, { retryAfter: err.retryAfter });
+    if (err.status === 413) return new ProviderRefusal('too_large', err.message);
+    if (err.status < 500) return bad(err.message);
+  }
   const e = err as { code?: string; statusCode?: number; message?: string };
   if (e.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || e.statusCode === 413) {
     return new ProviderRefusal('too_large', `The request body is over this service's limit of ${providerBodyLimit(core)} bytes (the message size limit, EPHEMAIL_MAX_MESSAGE_BYTES = ${core.config.maxMessageBytes}, plus encoding)`);
