@@ -65,7 +65,8 @@ export async function spawnServe(env: Record<string, string>, options: ServeOpti
   const timeoutMs = options.timeoutMs ?? 30_000;
   const byHealth = options.ready === 'health';
   const base = options.inheritEnv === false ? { PATH: process.env.PATH, HOME: process.env.HOME } : process.env;
-  const ports = byHealth ? { EPHEMAIL_HTTP_PORT: String(await freePort()), EPHEMAIL_SMTP_PORT: String(await freePort()) } : { EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0' };
+  // IMAP and POP3 on free ports too: a second node on this host must not find 1143/1110 taken
+  const ports = { ...(byHealth ? { EPHEMAIL_HTTP_PORT: String(await freePort()), EPHEMAIL_SMTP_PORT: String(await freePort()) } : { EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0' }), EPHEMAIL_IMAP_PORT: '0', EPHEMAIL_POP3_PORT: '0' };
   // EPHEMAIL_DNS_SERVERS: no spawned service asks the outside (authentication checks; test/helpers/service.ts NO_DNS)
   const fullEnv: Record<string, string | undefined> = { ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_DNS_SERVERS: '127.0.0.1:1', ...env };
   const spawned = performance.now();

@@ -182,11 +182,18 @@ test('\\Deleted + EXPUNGE deletes the email: gone from the API', async () => {
 });
 
 test('an API key as password; a wrong key refused with AUTHENTICATIONFAILED; receive-only', async () => {
-  const minted = (await (await svc.api('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json()) as { data: { key: string } };
-  const good = client(ADDRESS, minted.data.key);
+  const minted = (await (await svc.api('/api/v1/keys', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json()) as { data: { api_key: string } };
+  const key = minted.data.api_key;
+  assert.match(key, /^eph_/);
+  const usedByKey = async () => ((await (await svc.api('/api/v1/me', { headers: { authorization: `Bearer ${key}` } })).json()) as { data: { usage: { requests_this_minute: number } } }).data.usage.requests_this_minute;
+  const before = await usedByKey();
+  const good = client(ADDRESS, key);
   await good.connect();
   try {
+    // the login, then the SELECT, counted in the key's bucket (/me counts nothing)
+    assert.equal(await usedByKey(), before + 1);
     const box = await good.mailboxOpen('INBOX');
+    assert.equal(await usedByKey(), before + 2);
     assert.ok(box.exists >= 3);
     await assert.rejects(good.mailboxCreate('Archive'));
     assert.equal(await good.messageCopy('1', 'Archive'), false, 'COPY answered NO (imapflow gives false)');
