@@ -37,6 +37,9 @@ function loud(lines) {
 // The authentication checks of any service a test starts never query the outside (a loopback port
 // nothing answers on: temperror at once); tests of the checks run their own DNS server.
 process.env.EPHEMAIL_DNS_SERVERS ||= '127.0.0.1:1';
+// The clients' key cache (packages/client/src/key-cache.js, the Python client's key_cache.py) is
+// off: no test reads or writes the user's remembered keys; the tests of the cache name their own file.
+process.env.EPHEMAIL_KEY_CACHE = 'off';
 // IMAP and POP3 (docs/imap.md) on free ports in every service a test starts: never the fixed 1143/1110
 process.env.EPHEMAIL_IMAP_PORT ||= '0';
 process.env.EPHEMAIL_POP3_PORT ||= '0';

@@ -28,6 +28,10 @@ import pytest
 
 pytest_plugins = ["ephemail.pytest_plugin", "pytester"]
 
+# No test reads or writes the user's remembered keys (ephemail.key_cache): the cache is off; the tests
+# of the cache name their own file.
+os.environ["EPHEMAIL_KEY_CACHE"] = "off"
+
 ROOT = Path(__file__).resolve().parents[3]
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 

@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { createEphemail, EphemailError, EphemailTimeoutError, idAt, LINK_KINDS } from './index.js';
+import { fileKeyCache, keyCachePath } from './key-cache.js';
 
 export const DEFAULT_URL = 'http://localhost:8025';
 
@@ -48,13 +49,17 @@ Usage:
                          inbox; an address from \`inbox\` is empty when made)
       --timeout          seconds to wait in all (default 60)
   ephemail-client key
-      Mints a free API key and prints it (export it as EPHEMAIL_API_KEY to use one key for a run).
+      Prints the key this user's clients minted for the service before (the key cache), else mints
+      a free one, remembers it and prints it (export it as EPHEMAIL_API_KEY to name it).
   ephemail-client --help | --version
 
 Environment:
   EPHEMAIL_URL      the service (default ${DEFAULT_URL}); --url <url> overrides it
-  EPHEMAIL_API_KEY  the key for held waits; without one, \`wait\` mints one per run (a service lets
-                    one IP mint 3 a day by default)
+  EPHEMAIL_API_KEY  the key for held waits; without one, \`wait\` uses the key minted for the
+                    service before, else mints one and remembers it (a service lets one IP mint 3
+                    a day by default)
+  EPHEMAIL_KEY_CACHE  the file of remembered keys (mode 600; default
+                    $XDG_CACHE_HOME/ephemail/keys.json or ~/.cache/ephemail/keys.json; off: none)
 
 Exit status: 0 with the answer on stdout; 1 with one line on stderr when nothing arrived in time,
 the email has no code or link of that kind, or the service refused, could not be reached, or
@@ -190,7 +195,7 @@ export async function main(argv, env, io) {
   }
   const baseUrl = values.url ?? (env.EPHEMAIL_URL || DEFAULT_URL);
   if (!/^https?:\/\/[^/]/.test(baseUrl)) return fail(2, `the service URL must start with http:// or https://, got "${baseUrl}" (EPHEMAIL_URL or --url)`);
-  const mail = createEphemail({ baseUrl, apiKey: env.EPHEMAIL_API_KEY || undefined });
+  const mail = createEphemail({ baseUrl, apiKey: env.EPHEMAIL_API_KEY || undefined, keyCache: fileKeyCache(keyCachePath(env)) });
   try {
     if (command === 'inbox') {
       const body = {};
@@ -211,7 +216,7 @@ export async function main(argv, env, io) {
       needString(await mail.ensureKey(), 'data.api_key', 'POST /api/v1/keys');
     } catch (err) {
       if (err instanceof EphemailError && err.status === 429) {
-        return fail(1, `cannot mint an API key for the wait: ${err.message} Set EPHEMAIL_API_KEY to a key (ephemail-client key mints one).`);
+        return fail(1, `cannot mint an API key for the wait: ${err.message}`);
       }
       throw err;
     }

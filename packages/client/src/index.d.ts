@@ -77,20 +77,34 @@ export interface Ephemail {
   /** The typed API itself (openapi-fetch). */
   readonly api: Client<paths>;
   readonly baseUrl: string;
-  /** The key in use (given, or minted on the first wait). */
+  /** The key in use (given, remembered from the key cache, or minted on the first wait). */
   readonly apiKey: string | null;
   createInbox(body?: { domain?: string; local_part?: string }): Promise<Inbox>;
   inbox(address: string): Inbox;
   getEmail(id: string): Promise<EmailWithRaw>;
-  /** The key in use: the one given, or a free one minted now (once per client) if none was. */
+  /** The key in use: the one given, else the one minted for this base URL before (the key cache), else a free one minted now (once per client) and remembered. */
   ensureKey(): Promise<string>;
+}
+
+/** Where minted keys are remembered, by base URL. */
+export interface KeyCache {
+  get(baseUrl: string): string | null | Promise<string | null>;
+  set(baseUrl: string, apiKey: string): unknown;
+  /** Drops `apiKey` for `baseUrl` (the service answered 401 to it). */
+  forget(baseUrl: string, apiKey: string): unknown;
 }
 
 export interface EphemailOptions {
   /** The service (default http://localhost:8025). */
   baseUrl?: string;
-  /** A key; without one, the first wait mints one. */
+  /** A key; without one, the first wait uses the key minted for this base URL before, else mints one and remembers it. */
   apiKey?: string;
+  /**
+   * Where minted keys are remembered: in Node by default the user's cache file (EPHEMAIL_KEY_CACHE,
+   * else $XDG_CACHE_HOME/ephemail/keys.json or ~/.cache/ephemail/keys.json, mode 600), elsewhere
+   * none; `false`: none.
+   */
+  keyCache?: KeyCache | false;
   fetch?: typeof fetch;
   /** The largest answer body read, in bytes (default DEFAULT_MAX_BODY_BYTES, 64 MiB); a larger one is a `response_too_large` EphemailError. */
   maxBodyBytes?: number;

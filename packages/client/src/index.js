@@ -1,6 +1,6 @@
 // @ephemail/client: the typed API (openapi-fetch over the service's OpenAPI types) and the helpers a
 // test needs — create an inbox, wait for the email, get its code or link, expect no email. Fetch
-// only: Node 20+ and browsers. Waiting uses the server's `latest?wait=` (held requests, no polling
+// only: Node 22+ and browsers (in Node, the keys it mints are remembered per service: key-cache.js). Waiting uses the server's `latest?wait=` (held requests, no polling
 // storm), loops within a total timeout, and honours retry-after on 429. Every answer is read through
 // one guarded fetch: no redirect to another origin is followed (the API key stays with the service),
 // bodies are read up to `maxBodyBytes`, and any answer the client cannot use is an EphemailError.
@@ -175,8 +175,24 @@ function errorOf(res, body) {
 }
 
 /**
+ * The default key cache: in Node, the user's cache file (./key-cache.js: EPHEMAIL_KEY_CACHE, else
+ * $XDG_CACHE_HOME or ~/.cache/ephemail/keys.json); elsewhere none. Loaded only when a key is needed,
+ * by URL, so a bundle for the browser never includes the file code.
+ */
+async function defaultKeyCache() {
+  if (!globalThis.process?.versions?.node) return null;
+  const { fileKeyCache } = await import(new URL('./key-cache.js', import.meta.url).href);
+  return fileKeyCache();
+}
+
+/** "2026-11-28T05:12:00Z": when a refused mint may be tried again. */
+function whenAgain(retryAfter) {
+  return new Date(Date.now() + (retryAfter ?? 0) * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+/**
  * A client for one ephemail service.
- * @param {{ baseUrl?: string, apiKey?: string, fetch?: typeof fetch, maxBodyBytes?: number }} [options]
+ * @param {{ baseUrl?: string, apiKey?: string, fetch?: typeof fetch, maxBodyBytes?: number, keyCache?: false | { get(baseUrl: string): string | null | Promise<string | null>, set(baseUrl: string, apiKey: string): unknown, forget(baseUrl: string, apiKey: string): unknown } }} [options]
  */
 export function createEphemail(options = {}) {
   const baseUrl = (options.baseUrl ?? 'http://localhost:8025').replace(/\/+$/, '');
@@ -185,6 +201,11 @@ export function createEphemail(options = {}) {
   const fetchImpl = guardedFetch(options.fetch ?? globalThis.fetch.bind(globalThis), maxBodyBytes);
   let apiKey = options.apiKey ?? null;
   let minting = null;
+  /** The key came from the key cache: an answer 401 to it means it is gone (another service, a new store): mint again. */
+  let keyFromCache = false;
+  /** The key cache (a key given is never cached; `keyCache: false`: none). */
+  let keyCache = options.keyCache === false ? Promise.resolve(null) : options.keyCache ? Promise.resolve(options.keyCache) : null;
+  const cache = () => (keyCache ??= defaultKeyCache().catch(() => null));
   const headers = () => (apiKey ? { authorization: `Bearer ${apiKey}` } : {});
   const api = createClient({ baseUrl, fetch: fetchImpl });
 
@@ -195,9 +216,19 @@ export function createEphemail(options = {}) {
   async function call(method, path, options = {}, deadline = Date.now() + 60_000) {
     const op = `${method} ${path}`;
     for (;;) {
+      const sent = apiKey;
       const { data, error, response } = await api[method](path, { ...options, headers: headers(), parseAs: 'text' });
       if (response.ok) return response.status === 204 || data === undefined ? undefined : envelope(data, response, op).data;
       const err = errorOf(response, error);
+      if (response.status === 401 && keyFromCache && sent !== null && sent === apiKey) {
+        // a remembered key this service does not know (revoked, or a new store on the same URL)
+        await (await cache())?.forget(baseUrl, sent);
+        apiKey = null;
+        keyFromCache = false;
+        minting = null;
+        await ensureKey();
+        continue;
+      }
       if (response.status === 429 && err.retryAfter !== null && Date.now() + err.retryAfter * 1000 < deadline) {
         await sleep(err.retryAfter * 1000);
         continue;
@@ -206,12 +237,38 @@ export function createEphemail(options = {}) {
     }
   }
 
-  /** A free API key, minted once when a wait needs one and none was given; resolves with the key. */
+  /**
+   * The key in use when a wait needs one and none was given: the one this user's clients minted for
+   * this base URL before (the key cache), else a free key minted now, once, and remembered.
+   */
   async function ensureKey() {
     if (apiKey) return apiKey;
-    minting ??= call('POST', '/api/v1/keys', { body: { label: '@ephemail/client' } }).then((data) => {
-      apiKey = field(data, 'api_key', isString, 'POST /api/v1/keys');
-    });
+    minting ??= (async () => {
+      const keys = await cache();
+      const remembered = await keys?.get(baseUrl);
+      if (remembered) {
+        apiKey = remembered;
+        keyFromCache = true;
+        return;
+      }
+      let data;
+      try {
+        data = await call('POST', '/api/v1/keys', { body: { label: '@ephemail/client' } });
+      } catch (err) {
+        if (err instanceof EphemailError && err.status === 429) {
+          throw new EphemailError(err.type, `${err.message.replace(/\s*$/, '')} Set EPHEMAIL_API_KEY (or pass apiKey) to a key you have, or try again after ${whenAgain(err.retryAfter)}.`, err.status, err.retryAfter);
+        }
+        throw err;
+      }
+      const key = field(data, 'api_key', isString, 'POST /api/v1/keys');
+      apiKey = key;
+      keyFromCache = false;
+      try {
+        await keys?.set(baseUrl, key);
+      } catch {
+        // an unwritable cache: the key serves this client; the next run mints again
+      }
+    })();
     await minting;
     return apiKey;
   }

@@ -32,6 +32,7 @@ from .errors import (  # noqa: E402
     UnauthorizedError,
     UnexpectedEmailError,
 )
+from .key_cache import KeyCache, key_cache_path  # noqa: E402
 from .models import Attachment, Code, Email, EmailSummary, Header, Link  # noqa: E402
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "Ephemail",
     "Inbox",
     "id_at",
+    "KeyCache",
+    "key_cache_path",
     "Email",
     "EmailSummary",
     "Attachment",

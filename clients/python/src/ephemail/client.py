@@ -34,6 +34,7 @@ from .errors import (
     UnexpectedEmailError,
     api_error,
 )
+from .key_cache import KeyCache
 from .models import Email, EmailSummary, convert
 
 __all__ = ["Ephemail", "Inbox", "Operation", "OPERATIONS", "ERROR_FIELDS", "DEFAULT_URL", "DEFAULT_MAX_BODY_BYTES", "id_at", "ACTION_LINK_KINDS"]
@@ -172,15 +173,24 @@ def _read_capped(res: Any, limit: int, where: str, status: int) -> bytes:
 class Ephemail:
     """A client for one ephemail service.
 
-    ``api_key``: a free key (``POST /api/v1/keys``); without one, the first wait mints one and the
-    client reuses it (``api_key`` then shows it). ``timeout``: seconds one HTTP request may take
+    ``api_key``: a free key (``POST /api/v1/keys``); without one, the first wait uses the key minted
+    for this base URL before (the user's key cache, ``ephemail.key_cache``), else mints one, reuses it
+    and remembers it (``api_key`` then shows it). ``key_cache``: where minted keys are remembered
+    (default: the user's cache file; ``False``: nowhere; or a ``KeyCache``). ``timeout``: seconds one HTTP request may take
     (a held wait adds its own seconds). ``max_body_bytes``: the largest answer body read (default
     64 MiB); a larger one raises ``ResponseTooLargeError``.
 
     Redirects are followed only within the service's origin (scheme, host, port); one to another
     origin raises ``RedirectRefusedError`` and nothing is sent there."""
 
-    def __init__(self, base_url: str = DEFAULT_URL, api_key: Optional[str] = None, timeout: float = 30.0, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        api_key: Optional[str] = None,
+        timeout: float = 30.0,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        key_cache: Union[bool, KeyCache] = True,
+    ) -> None:
         if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes wants a whole number of bytes above 0, got {max_body_bytes!r}")
         self.base_url = base_url.rstrip("/")
@@ -188,6 +198,9 @@ class Ephemail:
         self.max_body_bytes = max_body_bytes
         self._api_key = api_key or None
         self._minting = threading.Lock()
+        #: The key came from the key cache: a 401 to it means it is gone (revoked, a new store): mint again.
+        self._key_from_cache = False
+        self._key_cache: Optional[KeyCache] = key_cache if isinstance(key_cache, KeyCache) else KeyCache() if key_cache else None
         self._opener = urllib.request.build_opener(_SameOriginRedirects())
 
     def __repr__(self) -> str:
@@ -226,8 +239,9 @@ class Ephemail:
             headers["content-type"] = "application/json"
         end = deadline if deadline is not None else time.monotonic() + 60
         while True:
-            if self._api_key:
-                headers["authorization"] = f"Bearer {self._api_key}"
+            sent = self._api_key
+            if sent:
+                headers["authorization"] = f"Bearer {sent}"
             request = urllib.request.Request(url, data=data, headers=headers, method=o.method)
             where = f"{o.method} {o.path}"
             try:
@@ -239,6 +253,11 @@ class Ephemail:
                     err = self._error(e, _read_capped(e, self.max_body_bytes, where, e.code))
                 finally:
                     e.close()  # the rest of a refused body is not read: the connection goes
+                if err.status == 401 and sent and self._key_from_cache and sent == self._api_key:
+                    # a remembered key this service does not know: forget it, mint a new one, once more
+                    self._forget_key(sent)
+                    self.ensure_key()
+                    continue
                 if err.status == 429 and err.retry_after is not None and time.monotonic() + err.retry_after < end:
                     time.sleep(err.retry_after)
                     continue
@@ -291,12 +310,44 @@ class Ephemail:
     # -- keys, inboxes, emails ---------------------------------------------------------------
 
     def ensure_key(self) -> str:
-        """The key in use: the one given, or a free one minted now (once per client)."""
+        """The key in use: the one given, else the one minted for this base URL before (the key
+        cache), else a free one minted now (once per client) and remembered. A refused mint (429)
+        says what to do: set ``EPHEMAIL_API_KEY`` (or pass ``api_key``), or try again after a time."""
         with self._minting:
-            if not self._api_key:
+            if self._api_key:
+                return self._api_key
+            remembered = self._key_cache.get(self.base_url) if self._key_cache else None
+            if remembered:
+                self._api_key = remembered
+                self._key_from_cache = True
+                return remembered
+            try:
                 key: str = self._request("mint_key", body={"label": "ephemail-python"})
-                self._api_key = key
-            return self._api_key
+            except EphemailError as e:
+                if e.status != 429:
+                    raise
+                again = datetime.fromtimestamp(time.time() + (e.retry_after or 0), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                raise api_error(429, e.type, f"{e.message.rstrip()} Set EPHEMAIL_API_KEY (or pass api_key) to a key you have, or try again after {again}.", e.retry_after) from None
+            self._api_key = key
+            self._key_from_cache = False
+            if self._key_cache:
+                try:
+                    self._key_cache.set(self.base_url, key)
+                except OSError:
+                    pass  # an unwritable cache: the key serves this client; the next run mints again
+            return key
+
+    def _forget_key(self, key: str) -> None:
+        with self._minting:
+            if self._api_key != key:
+                return
+            self._api_key = None
+            self._key_from_cache = False
+            if self._key_cache:
+                try:
+                    self._key_cache.forget(self.base_url, key)
+                except OSError:
+                    pass
 
     def create_inbox(self, domain: Optional[str] = None, local_part: Optional[str] = None) -> "Inbox":
         """A new, empty inbox: a random address at the default domain unless given."""

@@ -3,8 +3,9 @@
 top-level ``conftest.py``.
 
 - ``ephemail``: the client (session-wide), for the service at ``--ephemail-url``, ``EPHEMAIL_URL``,
-  the ``ephemail_url`` ini option, or http://localhost:8025; ``EPHEMAIL_API_KEY`` if set, else a key
-  is minted on the first wait and reused for the session.
+  the ``ephemail_url`` ini option, or http://localhost:8025; ``EPHEMAIL_API_KEY`` if set, else the key
+  minted for that service before (the user's key cache, ``ephemail.key_cache``), else one minted on
+  the first wait, reused for the session and remembered for the next run.
 - ``ephemail_inbox``: a fresh, empty inbox for each test, emptied after it.
 - ``ephemail_url``: the service's address; override this fixture to start a service yourself.
 """
