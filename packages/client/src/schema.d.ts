@@ -765,6 +765,16 @@ export interface operations {
                                 path: string;
                                 summary: string;
                             }[];
+                            /** @description Base URLs of the provider API emulations: point the provider's SDK here (docs/providers.md). Additive. */
+                            providers: {
+                                /** @description The emulations' own OpenAPI document (not part of this contract) */
+                                openapi: string;
+                                sendgrid: string;
+                                ses: string;
+                                postmark: string;
+                                resend: string;
+                                mailgun: string;
+                            };
                         };
                     };
                 };

@@ -6,22 +6,18 @@ import type { FastifyInstance } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import { createProviderMailer } from '../../services/provider-mail.ts';
 import { registerMailgun } from './mailgun.ts';
+import { registerProviderDocument } from './openapi.ts';
 import { registerPostmark } from './postmark.ts';
 import { registerResend } from './resend.ts';
 import { registerSendgrid } from './sendgrid.ts';
 import { registerSesV1, registerSesV2 } from './ses.ts';
+import { PROVIDER_PREFIXES } from './prefixes.ts';
 
-/** Each emulation's prefix, as GET /api/v1 lists them. */
-export const PROVIDER_PREFIXES = {
-  sendgrid: '/providers/sendgrid',
-  resend: '/providers/resend',
-  postmark: '/providers/postmark',
-  mailgun: '/providers/mailgun',
-  ses: '/providers/ses',
-} as const;
+export { PROVIDER_PREFIXES } from './prefixes.ts';
 
 export async function registerProviders(app: FastifyInstance, core: Core): Promise<void> {
   const mailer = createProviderMailer(core);
+  registerProviderDocument(app, core);
   await app.register(async (scope) => registerSendgrid(scope, core, mailer), { prefix: PROVIDER_PREFIXES.sendgrid });
   await app.register(async (scope) => registerResend(scope, core, mailer), { prefix: PROVIDER_PREFIXES.resend });
   await app.register(async (scope) => registerPostmark(scope, core, mailer), { prefix: PROVIDER_PREFIXES.postmark });

@@ -2,6 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Core } from '../../services/core.ts';
+import { PROVIDER_OPENAPI_PATH, PROVIDER_PREFIXES } from '../providers/prefixes.ts';
 import { HealthSchema } from '../schemas/wire.ts';
 import { ErrorRef, SECURITY, data, errors } from './shared.ts';
 
@@ -15,6 +16,10 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
         docs: Type.Object({ html: Type.String(), openapi: Type.String() }),
         mcp: Type.String(), web: Type.String(),
         endpoints: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
+        providers: Type.Object({
+          openapi: Type.String({ description: 'The emulations\' own OpenAPI document (not part of this contract)' }),
+          sendgrid: Type.String(), ses: Type.String(), postmark: Type.String(), resend: Type.String(), mailgun: Type.String(),
+        }, { description: 'Base URLs of the provider API emulations: point the provider\'s SDK here (docs/providers.md). Additive.' }),
       }), 'Service index'), ...errors('unauthorized') },
     },
   }, async () => ({
@@ -27,6 +32,14 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
       mcp: `${core.baseUrl()}/mcp`,
       web: `${core.baseUrl()}/`,
       endpoints: app.endpointList,
+      providers: {
+        openapi: `${core.baseUrl()}${PROVIDER_OPENAPI_PATH}`,
+        sendgrid: `${core.baseUrl()}${PROVIDER_PREFIXES.sendgrid}`,
+        ses: `${core.baseUrl()}${PROVIDER_PREFIXES.ses}`,
+        postmark: `${core.baseUrl()}${PROVIDER_PREFIXES.postmark}`,
+        resend: `${core.baseUrl()}${PROVIDER_PREFIXES.resend}`,
+        mailgun: `${core.baseUrl()}${PROVIDER_PREFIXES.mailgun}`,
+      },
     },
   }));
 
