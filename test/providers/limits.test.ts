@@ -166,3 +166,33 @@ describe('a burst past the anonymous limit', () => {
     }
   });
 });
+
+describe('the SMTP caps apply to provider mail', () => {
+  let svc: TestService;
+  let c: ReturnType<typeof clients>;
+  before(async () => {
+    svc = await startProviderService({ EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: '1' });
+    c = clients(svc);
+    await awayFromMinuteEdge(15_000);
+  });
+  after(async () => {
+    c.sesv2.destroy();
+    c.sesv1.destroy();
+    await svc.stop();
+  });
+
+  test('past the per-address cap: the provider\'s 429 naming the address, the mail not stored', async () => {
+    const a = addresses('capped');
+    await c.sendgrid.send({ to: a.to, from: a.from, subject: 'first', text: 't' });
+    await assert.rejects(c.sendgrid.send({ to: a.to, from: a.from, subject: 'second', text: 't' }), (err: any) => {
+      assert.equal(err.code, 429);
+      assert.ok(Number(err.response.headers['retry-after']) > 0);
+      assert.match(err.response.body.errors[0].message, new RegExp(`${a.to.replace(/[.+]/g, '\\$&')} is receiving too much mail`));
+      return true;
+    });
+    const { error } = await c.resend.emails.send({ from: a.from, to: a.to, subject: 'third', text: 't' });
+    assert.equal(error!.name, 'rate_limit_exceeded');
+    const list = await (await svc.api(`/api/v1/inboxes/${a.to}/emails`)).json();
+    assert.deepEqual(list.data.map((e: any) => e.subject), ['first']);
+  });
+});
