@@ -196,3 +196,29 @@ describe('the SMTP caps apply to provider mail', () => {
     assert.deepEqual(list.data.map((e: any) => e.subject), ['first']);
   });
 });
+
+describe('request bytes in flight are bounded (EPHEMAIL_MAX_INFLIGHT_BYTES, a client a quarter of it)', () => {
+  let svc: TestService;
+  before(async () => {
+    svc = await startProviderService({ EPHEMAIL_MAX_INFLIGHT_BYTES: '8192' });
+  });
+  after(() => svc.stop());
+
+  test('a body over the client\'s share: 503 with retry-after in the provider\'s shape; a small one is taken', async () => {
+    const a = addresses('inflight');
+    const send = (text: string) => fetch(`${svc.http}/providers/sendgrid/v3/mail/send`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ personalizations: [{ to: [{ email: a.to }] }], from: { email: a.from }, subject: 's', content: [{ type: 'text/plain', value: text }] }),
+    });
+    const big = await send('x'.repeat(3000));
+    assert.equal(big.status, 503);
+    assert.equal(big.headers.get('retry-after'), '1');
+    assert.match((await big.json()).errors[0].message, /in flight/);
+    const small = await send('small');
+    assert.equal(small.status, 202, await small.clone().text());
+    // what the first held was given back: a second small one is taken too
+    assert.equal((await send('again')).status, 202);
+    assert.equal((await (await svc.api(`/api/v1/inboxes/${a.to}/emails`)).json()).data.length, 2);
+  });
+});

@@ -12,16 +12,19 @@ import { registerResend } from './resend.ts';
 import { registerSendgrid } from './sendgrid.ts';
 import { registerSesV1, registerSesV2 } from './ses.ts';
 import { PROVIDER_PREFIXES } from './prefixes.ts';
+import { createInflightBudget } from './shared.ts';
 
 export { PROVIDER_PREFIXES } from './prefixes.ts';
 
 export async function registerProviders(app: FastifyInstance, core: Core): Promise<void> {
   const mailer = createProviderMailer(core);
+  // one budget of request bytes in flight for every emulation (shared.ts)
+  const budget = createInflightBudget(core);
   registerProviderDocument(app, core);
-  await app.register(async (scope) => registerSendgrid(scope, core, mailer), { prefix: PROVIDER_PREFIXES.sendgrid });
-  await app.register(async (scope) => registerResend(scope, core, mailer), { prefix: PROVIDER_PREFIXES.resend });
-  await app.register(async (scope) => registerPostmark(scope, core, mailer), { prefix: PROVIDER_PREFIXES.postmark });
-  await app.register(async (scope) => registerMailgun(scope, core, mailer), { prefix: PROVIDER_PREFIXES.mailgun });
-  await app.register(async (scope) => registerSesV2(scope, core, mailer), { prefix: `${PROVIDER_PREFIXES.ses}/v2` });
-  await app.register(async (scope) => registerSesV1(scope, core, mailer), { prefix: PROVIDER_PREFIXES.ses });
+  await app.register(async (scope) => registerSendgrid(scope, core, mailer, budget), { prefix: PROVIDER_PREFIXES.sendgrid });
+  await app.register(async (scope) => registerResend(scope, core, mailer, budget), { prefix: PROVIDER_PREFIXES.resend });
+  await app.register(async (scope) => registerPostmark(scope, core, mailer, budget), { prefix: PROVIDER_PREFIXES.postmark });
+  await app.register(async (scope) => registerMailgun(scope, core, mailer, budget), { prefix: PROVIDER_PREFIXES.mailgun });
+  await app.register(async (scope) => registerSesV2(scope, core, mailer, budget), { prefix: `${PROVIDER_PREFIXES.ses}/v2` });
+  await app.register(async (scope) => registerSesV1(scope, core, mailer, budget), { prefix: PROVIDER_PREFIXES.ses });
 }

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import { ProviderRefusal, type ProviderMailer } from '../../services/provider-mail.ts';
-import { newId, providerBodyLimit, providerContext, type MultipartForm } from './shared.ts';
+import { newId, providerBodyLimit, providerContext, type InflightBudget, type MultipartForm } from './shared.ts';
 
 const bad = (message: string, field: string) => new ProviderRefusal('invalid', message, { field });
 
@@ -19,8 +19,8 @@ function formOf(body: unknown): MultipartForm {
   throw bad('The body must be a multipart/form-data or application/x-www-form-urlencoded form.', 'body');
 }
 
-export function registerMailgun(app: FastifyInstance, core: Core, mailer: ProviderMailer): void {
-  providerContext(app, core, {
+export function registerMailgun(app: FastifyInstance, core: Core, mailer: ProviderMailer, budget: InflightBudget): void {
+  providerContext(app, core, budget, {
     refuse(reply, r) {
       const status = r.kind === 'rate_limited' ? 429 : r.kind === 'too_large' ? 413 : r.kind === 'not_found' ? 404 : r.kind === 'unavailable' ? 503 : 400;
       return reply.code(status).type('application/json').send({ message: r.message });

@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import { ProviderRefusal, type ProviderMail, type ProviderMailer } from '../../services/provider-mail.ts';
-import { base64, newId, plainObject, providerBodyLimit, providerContext, str } from './shared.ts';
+import { base64, newId, plainObject, providerBodyLimit, providerContext, type InflightBudget, str } from './shared.ts';
 
 /** Postmark's "Invalid email request". */
 const INVALID = 300;
@@ -70,8 +70,8 @@ const STATUS: Record<ProviderRefusal['kind'], [number, number]> = {
   unavailable: [503, 503],
 };
 
-export function registerPostmark(app: FastifyInstance, core: Core, mailer: ProviderMailer): void {
-  providerContext(app, core, {
+export function registerPostmark(app: FastifyInstance, core: Core, mailer: ProviderMailer, budget: InflightBudget): void {
+  providerContext(app, core, budget, {
     refuse(reply, r) {
       const [status, ErrorCode] = STATUS[r.kind];
       return reply.code(status).type('application/json').send({ ErrorCode, Message: r.message });

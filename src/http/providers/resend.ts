@@ -3,7 +3,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import { ProviderRefusal, type ProviderMail, type ProviderMailer } from '../../services/provider-mail.ts';
-import { base64, newId, plainObject, providerBodyLimit, providerContext, str } from './shared.ts';
+import { base64, newId, plainObject, providerBodyLimit, providerContext, type InflightBudget, str } from './shared.ts';
 
 const bad = (message: string, field: string) => new ProviderRefusal('invalid', message, { field });
 
@@ -78,8 +78,8 @@ const NAMES: Record<ProviderRefusal['kind'], [number, string]> = {
   unavailable: [500, 'application_error'],
 };
 
-export function registerResend(app: FastifyInstance, core: Core, mailer: ProviderMailer): void {
-  providerContext(app, core, {
+export function registerResend(app: FastifyInstance, core: Core, mailer: ProviderMailer, budget: InflightBudget): void {
+  providerContext(app, core, budget, {
     refuse(reply, r) {
       const missing = r.kind === 'invalid' && /^Missing /.test(r.message);
       const [statusCode, name] = missing ? [422, 'missing_required_field'] : NAMES[r.kind];

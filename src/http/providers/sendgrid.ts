@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import { ProviderRefusal, type MailAddress, type ProviderAttachment, type ProviderMail, type ProviderMailer } from '../../services/provider-mail.ts';
-import { base64, newId, plainObject, providerBodyLimit, providerContext, str } from './shared.ts';
+import { base64, newId, plainObject, providerBodyLimit, providerContext, type InflightBudget, str } from './shared.ts';
 
 const HELP = 'http://sendgrid.com/docs/API_Reference/Web_API_v3/Mail/errors.html';
 const bad = (message: string, field: string) => new ProviderRefusal('invalid', message, { field });
@@ -103,8 +103,8 @@ export function sendgridMessages(body: unknown): ProviderMail[] {
   });
 }
 
-export function registerSendgrid(app: FastifyInstance, core: Core, mailer: ProviderMailer): void {
-  providerContext(app, core, {
+export function registerSendgrid(app: FastifyInstance, core: Core, mailer: ProviderMailer, budget: InflightBudget): void {
+  providerContext(app, core, budget, {
     refuse(reply, r) {
       const status = r.kind === 'rate_limited' ? 429 : r.kind === 'too_large' ? 413 : r.kind === 'not_found' ? 404 : r.kind === 'unavailable' ? 503 : 400;
       return reply.code(status).type('application/json').send({ errors: [{ message: r.message, field: r.field, help: r.field !== null ? `${HELP}#message.${r.field.replace(/\.\d+/g, '')}` : null }] });

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Core } from '../../services/core.ts';
 import { ProviderRefusal, type MailAddress, type ProviderAttachment, type ProviderMail, type ProviderMailer } from '../../services/provider-mail.ts';
-import { base64, newId, plainObject, providerBodyLimit, providerContext } from './shared.ts';
+import { base64, newId, plainObject, providerBodyLimit, providerContext, type InflightBudget } from './shared.ts';
 
 const bad = (message: string, field: string) => new ProviderRefusal('invalid', message, { field });
 const SES_NS = 'http://ses.amazonaws.com/doc/2010-12-01/';
@@ -105,7 +105,7 @@ function members(form: URLSearchParams, name: string): string[] {
   return out;
 }
 
-export function registerSesV2(app: FastifyInstance, core: Core, mailer: ProviderMailer): void {
+export function registerSesV2(app: FastifyInstance, core: Core, mailer: ProviderMailer, budget: InflightBudget): void {
   const TYPES: Record<ProviderRefusal['kind'], [number, string]> = {
     invalid: [400, 'BadRequestException'],
     recipient: [400, 'MessageRejected'],
@@ -114,7 +114,7 @@ export function registerSesV2(app: FastifyInstance, core: Core, mailer: Provider
     not_found: [404, 'NotFoundException'],
     unavailable: [503, 'ServiceUnavailable'],
   };
-  providerContext(app, core, {
+  providerContext(app, core, budget, {
     refuse(reply, r) {
       const [status, type] = TYPES[r.kind];
       return reply.code(status).header('x-amzn-errortype', type).header('x-amzn-requestid', newId.uuid()).type('application/json').send({ __type: type, message: r.message });
@@ -131,7 +131,7 @@ export function registerSesV2(app: FastifyInstance, core: Core, mailer: Provider
   });
 }
 
-export function registerSesV1(app: FastifyInstance, core: Core, mailer: ProviderMailer): void {
+export function registerSesV1(app: FastifyInstance, core: Core, mailer: ProviderMailer, budget: InflightBudget): void {
   const CODES: Record<ProviderRefusal['kind'], [number, string]> = {
     invalid: [400, 'InvalidParameterValue'],
     recipient: [400, 'MessageRejected'],
@@ -140,7 +140,7 @@ export function registerSesV1(app: FastifyInstance, core: Core, mailer: Provider
     not_found: [404, 'InvalidAction'],
     unavailable: [503, 'ServiceUnavailable'],
   };
-  providerContext(app, core, {
+  providerContext(app, core, budget, {
     refuse(reply, r) {
       const [status, fallback] = CODES[r.kind];
       const code = r.kind === 'invalid' && r.field === 'Action' ? 'InvalidAction' : r.kind === 'invalid' && /^Missing /.test(r.message) ? 'MissingParameter' : fallback;

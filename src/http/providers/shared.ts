@@ -6,6 +6,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Busboy } from '@fastify/busboy';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../domain/errors.ts';
+import { ipBucket } from '../../domain/limits.ts';
 import { hitClient } from '../../limiter/limiter.ts';
 import type { Core } from '../../services/core.ts';
 import { ProviderRefusal } from '../../services/provider-mail.ts';
@@ -60,10 +61,47 @@ export function refusalOf(err: unknown, core: Core): ProviderRefusal {
 }
 
 /**
+ * The request bodies provider calls hold at once: all of them together at most
+ * EPHEMAIL_MAX_INFLIGHT_BYTES (counted apart from SMTP's DATA, as SMTP's budget is that receiver's
+ * own), one client (an IPv4 address, an IPv6 /64) at most a quarter of it, as SMTP does; a body is
+ * counted by its Content-Length (a chunked one as the route's whole limit) until its answer is sent
+ * or its connection closes. Made once per app (http/providers/index.ts).
+ */
+export interface InflightBudget {
+  /** Takes `bytes` for `client`; a release function, or null when over the budget. */
+  take(client: string, bytes: number): (() => void) | null;
+}
+
+export function createInflightBudget(core: Core): InflightBudget {
+  const max = core.config.maxInflightBytes;
+  const share = Math.floor(max / 4);
+  let total = 0;
+  const byClient = new Map<string, number>();
+  return {
+    take(client, bytes) {
+      const bucket = ipBucket(client);
+      const mine = byClient.get(bucket) ?? 0;
+      if (total + bytes > max || mine + bytes > share) return null;
+      total += bytes;
+      byClient.set(bucket, mine + bytes);
+      let held = true;
+      return () => {
+        if (!held) return;
+        held = false;
+        total -= bytes;
+        const left = (byClient.get(bucket) ?? 0) - bytes;
+        if (left > 0) byClient.set(bucket, left);
+        else byClient.delete(bucket);
+      };
+    },
+  };
+}
+
+/**
  * Sets up a provider's encapsulated context: parsers (JSON always; `form` and `multipart` when the
  * provider takes them), the per-IP count, the error and not-found answers.
  */
-export function providerContext(app: FastifyInstance, core: Core, face: ProviderFace, accepts: { form?: boolean; multipart?: boolean } = {}): void {
+export function providerContext(app: FastifyInstance, core: Core, budget: InflightBudget, face: ProviderFace, accepts: { form?: boolean; multipart?: boolean } = {}): void {
   const limit = providerBodyLimit(core);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i, { parseAs: 'string', bodyLimit: limit }, (_req, body, done) => {
@@ -128,7 +166,18 @@ export function providerContext(app: FastifyInstance, core: Core, face: Provider
   app.addHook('onRequest', (request, reply, done) => {
     hitClient(core.limiter, request.ip, core.config.anon, core.clock.now(), true).then((r) => {
       setLimitHeaders(reply, r);
-      if (r.allowed) return done();
+      if (r.allowed) {
+        const declared = Number(request.headers['content-length']);
+        const bytes = request.headers['content-length'] !== undefined && Number.isFinite(declared) && declared >= 0 ? Math.min(declared, limit) : limit;
+        if (bytes === 0 || request.method === 'GET' || request.method === 'HEAD') return done();
+        const release = budget.take(request.ip, bytes);
+        if (!release) {
+          core.log.info({ client: request.ip, bytes }, 'provider API call refused: too many request bytes in flight');
+          return done(new ProviderRefusal('unavailable', 'Too much mail in flight from your address or in all, try again shortly', { retryAfter: 1 }));
+        }
+        reply.raw.once('close', release);
+        return done();
+      }
       const retry = r.retryAfterSeconds;
       const msg = r.reason === 'quota_exceeded'
         ? `Daily quota of ${core.config.anon.perDay} requests from your address used up; it resets at 00:00 UTC`
