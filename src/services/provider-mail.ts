@@ -250,7 +250,9 @@ export function createProviderMailer(core: Core): ProviderMailer {
       }
       const from = parsed.from && 'address' in parsed.from ? parsed.from.address ?? null : null;
       const recipients = served(list, 'destinations');
-      const trace = Buffer.from(`Received: ${received(emulation)}\r\n`);
+      // the trace in the message's own line ending (a bare-LF message stays bare-LF)
+      const eol = raw.indexOf('\n') > 0 && raw[raw.indexOf('\n') - 1] !== 0x0d ? '\n' : '\r\n';
+      const trace = Buffer.from(`Received: ${received(emulation)}${eol}`);
       return deliver(Buffer.concat([trace, raw]), recipients, mailedByOf(from), emulation);
     },
   };

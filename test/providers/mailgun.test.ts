@@ -4,7 +4,7 @@ import { after, before, test } from 'node:test';
 import FormData from 'form-data';
 import Mailgun from 'mailgun.js';
 import nodemailer from 'nodemailer';
-import { HTML, PDF, PNG, TEXT, addresses, assertDelivered, assertNothingStored, assertTemplateCode, rawOf, startProviderService, type TestService } from './helpers.ts';
+import { HTML, PDF, PNG, TEXT, addresses, assertDelivered, assertNothingStored, assertTemplateCode, inbox, rawOf, startProviderService, type TestService } from './helpers.ts';
 
 let svc: TestService;
 let mg: ReturnType<Mailgun['client']>;
@@ -79,4 +79,14 @@ test('a malformed body: Mailgun errors naming the field, nothing stored', async 
   assert.equal(res.status, 400);
   assert.deepEqual(Object.keys(await res.json()), ['message']);
   await assertNothingStored(svc, a.to);
+});
+
+test('messages.mime with bare LF line endings: stored, the trace in the same line ending', async () => {
+  const a = addresses('mglf');
+  const mimeText = `From: ${a.from}\nTo: ${a.to}\nSubject: bare LF\nContent-Type: text/plain\n\nhello\n`;
+  await mg.messages.create('sender.example', { to: a.to, message: Buffer.from(mimeText) });
+  const [e] = await inbox(svc, a.to);
+  assert.equal(e.subject, 'bare LF');
+  const raw = await (await svc.api(`/api/v1/emails/${e.id}/raw`)).text();
+  assert.match(raw, /^Received: [^\r]*\nFrom: /);
 });

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { MailService } from '@sendgrid/mail';
 import { Client } from '@sendgrid/client';
-import { HTML, PDF, PNG, TEXT, addresses, assertDelivered, assertNothingStored, assertTemplateCode, rawOf, startProviderService, type TestService } from './helpers.ts';
+import { HTML, PDF, PNG, TEXT, addresses, assertDelivered, assertNothingStored, assertTemplateCode, fullEmail, inbox, rawOf, startProviderService, type TestService } from './helpers.ts';
 
 let svc: TestService;
 let mail: MailService;
@@ -79,4 +79,22 @@ test('a malformed body: SendGrid errors naming the field, nothing stored', async
   assert.equal(res.status, 400);
   assert.match((await res.json()).errors[0].message, /not valid JSON/);
   await assertNothingStored(svc, a.to);
+});
+
+test('an inline image keeps its Content-ID (cid: in the HTML); several personalizations are several messages', async () => {
+  const a = addresses('sgi');
+  const b = addresses('sgi');
+  await mail.send({
+    personalizations: [{ to: [{ email: a.to }], subject: 'for a' }, { to: [{ email: b.to }], subject: 'for b' }],
+    from: { email: a.from },
+    subject: 'default',
+    content: [{ type: 'text/html', value: '<p><img src="cid:logo"></p>' }],
+    attachments: [{ content: PNG.toString('base64'), filename: 'logo.png', type: 'image/png', disposition: 'inline', content_id: 'logo' }],
+  } as never);
+  const [ea] = await inbox(svc, a.to);
+  const [eb] = await inbox(svc, b.to);
+  assert.equal(ea.subject, 'for a');
+  assert.equal(eb.subject, 'for b');
+  const full = await fullEmail(svc, ea.id);
+  assert.deepEqual(full.attachments.map((x: any) => [x.filename, x.content_id]), [['logo.png', 'logo']]);
 });
