@@ -109,7 +109,7 @@ if (lacking.length) {
   const names = lacking.map((p) => p.name).join(' ');
   const how = debian
     ? root0
-      ? `apt-get install -y --no-install-recommends ${names}` + (process.env.EPHEMAIL_TEST_INSTALL === '0' ? '' : ' did not provide them: see its output above')
+      ? `apt-get install -y --no-install-recommends ${names}` + (process.env.EPHEMAIL_TEST_INSTALL === '0' ? '' : '   (it ran above and did not provide them: see its output, and any EPHEMAIL_CHROMIUM, EPHEMAIL_SPAMD_BIN or EPHEMAIL_PYTHON set)')
       : `sudo apt-get install -y --no-install-recommends ${names}   (or run npm test as root: it installs them itself)`
     : `install them from your system's packages (their Debian names: ${names}); EPHEMAIL_CHROMIUM, EPHEMAIL_SPAMD_BIN and EPHEMAIL_PYTHON name a Chromium, a spamd and a Python with pytest elsewhere`;
   loud([
