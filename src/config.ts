@@ -101,7 +101,7 @@ export const VARIABLES: readonly Variable[] = Object.freeze([
   { name: 'EPHEMAIL_TRUST_PROXY', type: 'list', default: 'false', meaning: 'direct peers trusted to name the client in X-Forwarded-For', of: (c) => c.trustProxy },
   { name: 'EPHEMAIL_MAX_MESSAGE_BYTES', type: 'integer', default: '31457280', meaning: 'whole-message limit (SMTP SIZE)', of: (c) => c.maxMessageBytes },
   { name: 'EPHEMAIL_MAX_INFLIGHT_BYTES', type: 'integer', default: '536870912', meaning: 'DATA bytes all SMTP sessions may hold at once', of: (c) => c.maxInflightBytes },
-  { name: 'EPHEMAIL_ANSWER_CACHE_BYTES', type: 'integer', default: '33554432', meaning: 'bytes of email answers the read model keeps in memory', of: (c) => c.answerCacheBytes },
+  { name: 'EPHEMAIL_ANSWER_CACHE_BYTES', type: 'integer', default: '16777216', meaning: 'bytes of email answers the read model keeps in memory', of: (c) => c.answerCacheBytes },
   { name: 'EPHEMAIL_LIMIT_ANON_PER_MINUTE', type: 'integer', default: '60', meaning: 'anonymous requests per IP per minute', of: (c) => c.anon.perMinute },
   { name: 'EPHEMAIL_LIMIT_ANON_PER_DAY', type: 'integer', default: '1000', meaning: 'anonymous requests per IP per day', of: (c) => c.anon.perDay },
   { name: 'EPHEMAIL_LIMIT_KEY_PER_MINUTE', type: 'integer', default: '300', meaning: 'requests per key per minute', of: (c) => c.key.perMinute },
@@ -314,7 +314,7 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: trustProxy(env),
     maxMessageBytes: int(env, 'EPHEMAIL_MAX_MESSAGE_BYTES', 31457280, 1024),
     maxInflightBytes: int(env, 'EPHEMAIL_MAX_INFLIGHT_BYTES', 512 * 1024 * 1024, 1024),
-    answerCacheBytes: int(env, 'EPHEMAIL_ANSWER_CACHE_BYTES', 32 * 1024 * 1024, 0),
+    answerCacheBytes: int(env, 'EPHEMAIL_ANSWER_CACHE_BYTES', 16 * 1024 * 1024, 0),
     anon: Object.freeze({
       perMinute: int(env, 'EPHEMAIL_LIMIT_ANON_PER_MINUTE', 60, 1),
       perDay: int(env, 'EPHEMAIL_LIMIT_ANON_PER_DAY', 1000, 1),

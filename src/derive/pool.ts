@@ -63,6 +63,14 @@ export const IDLE_STOP_MS = 30_000;
  * "Memory"). The main thread's is capped by `--max-semi-space-size` (package.json `start`).
  */
 export const WORKER_YOUNG_MB = 12;
+/**
+ * V8's old generation of a worker, at most (MB): a worker that would need more ends (V8's "out of
+ * memory" for that thread only) and its task fails as over its budget, so a derivation falls back
+ * as it does when it runs out of time (without HTML, then header-only). Bounded, a worker's heap
+ * is also collected sooner: 80 reads of emails with 1.9 MB of headers each kept ~140 MB more
+ * without it (test/e2e/big-headers.test.ts).
+ */
+export const WORKER_OLD_MB = 96;
 
 export interface LaneOptions {
   /**
@@ -78,6 +86,8 @@ export interface LaneOptions {
   name?: string;
   /** Stop the workers once idle this long (default IDLE_STOP_MS). */
   idleStopMs?: number;
+  /** A worker's old generation at most, MB (default WORKER_OLD_MB; tests lower it). */
+  oldGenerationMb?: number;
   /**
    * Workers run at a lower CPU priority (nice 10, a thread's own on Linux) once loaded, for work on no
    * client's path: under load the rest of the process comes first (docs/decisions.md).
@@ -168,7 +178,7 @@ export function createLane(options: LaneOptions = {}): Lane {
     const worker = new Worker(entry.url, {
       execArgv: entry.execArgv,
       workerData: { preload: options.preload ?? 'parse', background: options.background === true },
-      resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_MB },
+      resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_MB, maxOldGenerationSizeMb: options.oldGenerationMb ?? WORKER_OLD_MB },
     });
     worker.unref(); // never keeps the process alive; close() ends it
     lastBusy = Date.now();
@@ -205,9 +215,14 @@ export function createLane(options: LaneOptions = {}): Lane {
         wakeWaiting();
         return;
       }
-      for (const job of slot.inflight.values()) job.reject(slot.overBudget ? new BudgetExceededError('over its time budget', { cause: err }) : err);
+      // out of memory (WORKER_OLD_MB) is over a budget too: the caller falls back as when out of time
+      const outOfMemory = (err as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY';
+      for (const job of slot.inflight.values()) {
+        job.reject(slot.overBudget ? new BudgetExceededError('over its time budget', { cause: err }) : outOfMemory ? new BudgetExceededError('over its memory budget', { cause: err }) : err);
+      }
       if (!closed) {
-        if (!slot.overBudget) warn(`a ${label} worker died; its tasks got a temporary error, starting another`, err);
+        if (outOfMemory) warn(`a ${label} worker ran out of memory; its tasks fall back, starting another`, err);
+        else if (!slot.overBudget) warn(`a ${label} worker died; its tasks got a temporary error, starting another`, err);
         slots.push(spawnSlot());
       }
     };

@@ -34,7 +34,7 @@ export interface AnswerCache {
 }
 
 /** Default bytes held: EPHEMAIL_ANSWER_CACHE_BYTES. */
-export const ANSWER_CACHE_BYTES = 32 * 1024 * 1024;
+export const ANSWER_CACHE_BYTES = 16 * 1024 * 1024;
 /** What an entry costs beyond its answer: the map entry, its key strings and the record. */
 export const ANSWER_OVERHEAD_BYTES = 256;
 

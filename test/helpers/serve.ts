@@ -3,6 +3,7 @@
 // `ephemail started` line named the bound addresses (ports 0), or, for a process whose log level hides
 // that line (the benchmarks run at `warn`), the first 200 of /api/v1/health on two free ports chosen
 // here. Killed with SIGKILL when the test or benchmark process exits.
+import { readFileSync } from 'node:fs';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
@@ -35,7 +36,7 @@ export interface Served {
 export interface ServeOptions {
   /** Arguments after the script (default `serve`). */
   args?: string[];
-  /** Node options before the script (e.g. --cpu-prof). */
+  /** Node options before the script (e.g. --cpu-prof); default: those of package.json's `start` (START_NODE_ARGS). */
   nodeArgs?: string[];
   /** Another build's bin/ephemail.js (benchmarks compare two checkouts). */
   script?: string;
@@ -49,6 +50,13 @@ export interface ServeOptions {
 }
 
 /** A free TCP port on 127.0.0.1 (bound then released). */
+/**
+ * The Node options `npm start` runs the service with (package.json's `start` script: the young
+ * generation's cap), so a spawned service is the one users run.
+ */
+export const START_NODE_ARGS: string[] = (JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')).scripts.start as string)
+  .split(/\s+/).filter((w) => w.startsWith('--'));
+
 export function freePort(): Promise<number> {
   return new Promise((res, rej) => {
     const s = createServer();
@@ -70,7 +78,7 @@ export async function spawnServe(env: Record<string, string>, options: ServeOpti
   // EPHEMAIL_DNS_SERVERS: no spawned service asks the outside (authentication checks; test/helpers/service.ts NO_DNS)
   const fullEnv: Record<string, string | undefined> = { ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_DNS_SERVERS: '127.0.0.1:1', ...env };
   const spawned = performance.now();
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), options.script ?? BIN, ...(options.args ?? ['serve'])], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? START_NODE_ARGS), options.script ?? BIN, ...(options.args ?? ['serve'])], {
     cwd: options.cwd ?? ROOT,
     env: fullEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
