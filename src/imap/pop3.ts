@@ -64,6 +64,7 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
     let pending: Buffer = Buffer.alloc(0);
     let discarding = false;
     let busy = false;
+    let sinceTurn = 0;
     let sasl = false;
     let badInARow = 0;
 
@@ -127,6 +128,10 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
         try {
           for (let line = nextLine(); line !== null && state !== 'closed'; line = nextLine()) {
             await command(line);
+            if (++sinceTurn >= 16) {
+              sinceTurn = 0;
+              await new Promise<void>((resolve) => setImmediate(resolve));
+            }
             if (sock.writableLength > 1024 * 1024) await new Promise((resolve) => sock.once('drain', resolve));
           }
         } catch (e) {

@@ -130,6 +130,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
     let box: { validity: number; next: number; messages: Message[] } | null = null;
     let badInARow = 0;
     let busy = false;
+    let sinceTurn = 0;
     /** AUTHENTICATE PLAIN waiting for its response line. */
     let saslTag: string | null = null;
     /** IDLE in progress: its tag and how to end it. */
@@ -211,6 +212,11 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
               continue;
             }
             await run(parsed.command);
+            // commands that need no I/O settle without a turn of the event loop: let it turn now and then
+            if (++sinceTurn >= 16) {
+              sinceTurn = 0;
+              await new Promise<void>((resolve) => setImmediate(resolve));
+            }
             if (sock.writableLength > MAX_PENDING_INPUT) await new Promise((resolve) => sock.once('drain', resolve));
           }
         } catch (err) {
