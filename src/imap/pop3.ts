@@ -2,7 +2,7 @@
 // same login, limits and mailbox as IMAP (access.ts). UIDL is the email's id; DELE marks, QUIT
 // deletes (as `DELETE /api/v1/emails/{id}` does). Lines over 8 KiB, unknown commands and bad
 // arguments answer `-ERR` and the session goes on; too many in a row close it.
-import { createServer, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { AppError } from '../domain/errors.ts';
 import { createHoldCounter } from '../domain/limits.ts';
@@ -11,6 +11,7 @@ import { deleteEmail } from '../services/emails.ts';
 import type { UidStore } from '../store/uids.ts';
 import { countRequest, listMailbox, login, readMessage, refusalOf, type Grant, type Listed, type Refusal } from './access.ts';
 import { DEFAULT_MAIL_LIMITS, type MailLimits, type MailListener } from './server.ts';
+import { mailFront } from './front.ts';
 import type { MailTls } from './tls.ts';
 
 const MAX_LINE = 8192;
@@ -39,8 +40,7 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
   const open = new Set<Socket>();
   let running = false;
 
-  const server = createServer({ noDelay: true }, (socket) => {
-    const ip = socket.remoteAddress ?? '0.0.0.0';
+  const front = mailFront(core, 'pop3', limits.maxClients, (socket, ip) => {
     socket.on('error', () => undefined);
     if (open.size >= limits.maxClients) return void socket.end('-ERR [SYS/TEMP] Too many connections to this server, try again later\r\n');
     const release = perClient.take(ip);
@@ -52,7 +52,7 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
       release();
     });
   });
-  server.on('error', (err) => core.log.warn({ err }, 'pop3 listener error'));
+  const { server } = front;
 
   function session(raw: Socket, ip: string, done: () => void) {
     let sock: Socket = raw;
@@ -338,6 +338,7 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
       return new Promise((resolve) => {
         if (!running) return resolve();
         running = false;
+        front.close();
         for (const s of open) {
           if (!s.destroyed) s.end('-ERR [SYS/TEMP] Server shutting down\r\n');
           setTimeout(() => s.destroy(), 1000).unref();

@@ -3,7 +3,7 @@
 // through the framer (parser.ts) one at a time; replies are written in order; a command that fails
 // answers NO/BAD with its tag and the session goes on. Flags (\Seen, \Deleted) are the session's;
 // an EXPUNGE deletes as `DELETE /api/v1/emails/{id}` does.
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type { AddressInfo, Server, Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import type { Core } from '../services/core.ts';
 import { deleteEmail } from '../services/emails.ts';
@@ -14,6 +14,7 @@ import type { UidStore } from '../store/uids.ts';
 import { countRequest, listMailbox, login, readMessage, refusalOf, takeWaitSlot, type Grant, type Listed, type Refusal } from './access.ts';
 import { bodyStructure, envelope, headerValue, parseSection, parseTree, sectionBytes, type Part, type Section } from './mime.ts';
 import { astring, createFramer, parseCommand, type Command, type Token } from './parser.ts';
+import { mailFront } from './front.ts';
 import type { MailTls } from './tls.ts';
 
 export interface MailLimits {
@@ -99,8 +100,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
   let running = false;
   const metric = (command: string) => core.metrics?.mailCommands.inc({ protocol: 'imap', command: KNOWN.has(command) ? command : 'OTHER' });
 
-  const server = createServer({ noDelay: true }, (socket) => {
-    const ip = socket.remoteAddress ?? '0.0.0.0';
+  const front = mailFront(core, 'imap', limits.maxClients, (socket, ip) => {
     socket.on('error', () => undefined);
     if (open.size >= limits.maxClients) {
       socket.end('* BYE Too many connections to this server, try again later\r\n');
@@ -118,7 +118,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
       release();
     });
   });
-  server.on('error', (err) => core.log.warn({ err }, 'imap listener error'));
+  const { server } = front;
 
   function session(raw: Socket, ip: string, done: () => void): void {
     let sock: Socket = raw;
@@ -905,6 +905,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
       return new Promise((resolve) => {
         if (!running) return resolve();
         running = false;
+        front.close();
         for (const s of open) {
           if (!s.destroyed) s.end('* BYE Server shutting down\r\n');
           setTimeout(() => s.destroy(), 1000).unref();

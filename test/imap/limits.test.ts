@@ -247,3 +247,26 @@ test('fuzz over a socket: random and mutated commands are always answered, the p
     await fuzzed.stop();
   }
 });
+
+test('behind a PROXY-protocol balancer (EPHEMAIL_SMTP_PROXY_PROTOCOL) sessions count by the client the header names', async () => {
+  const own = await startService({ EPHEMAIL_SMTP_PROXY_PROTOCOL: '127.0.0.1' });
+  try {
+    const via = (client: string) => {
+      const c = open(own.imapPort);
+      c.send(`PROXY TCP4 ${client} 127.0.0.1 40000 143\r\n`);
+      return c;
+    };
+    const first = Array.from({ length: 25 }, () => via('203.0.113.7'));
+    await Promise.all(first.map((c) => c.until(/^\* OK/m)));
+    const over = via('203.0.113.7');
+    assert.match(await over.until(/^\* BYE/m), /Too many connections from your address/);
+    const other = via('198.51.100.9');
+    assert.match(await other.until(/^\* (OK|BYE)/m), /^\* OK/m);
+    const pop = open(own.pop3Port);
+    pop.send('PROXY TCP4 203.0.113.7 127.0.0.1 40000 110\r\n');
+    assert.match(await pop.until(/^[+-]/m), /^\+OK/);
+    for (const c of [...first, over, other, pop]) c.s.destroy();
+  } finally {
+    await own.stop();
+  }
+});
