@@ -5,7 +5,7 @@
 // only), the same caps per client and per address, the same size limit, one stored copy per
 // recipient. There is no SMTP envelope: the message is stored without one, so its authentication
 // verdicts say it did not come over SMTP. `mailed_by` is the From domain.
-import nodemailer from 'nodemailer';
+import type { SendMailOptions, Transporter } from 'nodemailer';
 import PostalMime, { addressParser } from 'postal-mime';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
 import { ipBucket } from '../domain/limits.ts';
@@ -96,8 +96,15 @@ export interface ProviderMailer {
 
 export function createProviderMailer(core: Core): ProviderMailer {
   const { config } = core;
-  // the stream transport: MailComposer's output into a buffer (no socket, no file or URL read)
-  const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'windows', disableFileAccess: true, disableUrlAccess: true });
+  // the stream transport: MailComposer's output into a buffer (no socket, no file or URL read);
+  // nodemailer is loaded by the first provider call, not at start (docs/architecture.md "Memory")
+  let transport: Promise<Transporter> | null = null;
+  const composer = {
+    sendMail: async (options: SendMailOptions): Promise<{ message: unknown }> => {
+      transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'windows', disableFileAccess: true, disableUrlAccess: true }));
+      return (await transport).sendMail(options) as Promise<{ message: unknown }>;
+    },
+  };
   let summary: Promise<typeof import('../derive/summary.ts')> | null = null;
   const FAST_HERE_BYTES = 128 * 1024;
   const summaryOf = async (raw: Buffer): Promise<MessageSummary> => {
