@@ -102,6 +102,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   // read caching over the (timed) backend: store metrics count the backend's own reads
   const store = withReadCache(metrics ? timedStore(backends.store, metrics.storeSeconds) : backends.store);
   let boundHttpPort = config.httpPort;
+  // the IMAP and POP3 ports once bound (GET /api/v1 lists them)
+  const mailPorts: { imap: number | null; pop3: number | null; starttls: boolean } = { imap: null, pop3: null, starttls: false };
   let smtpListener: SmtpListener | null = null;
   const baseUrl = () => config.publicUrl ?? `http://localhost:${boundHttpPort}`;
   // the added domains are read before anything serves (a store down now: EPHEMAIL_DOMAINS only, and
@@ -131,6 +133,11 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics,
     baseUrl,
     smtpRunning: () => smtpListener?.running ?? false,
+    mailAccess: () => {
+      const host = new URL(baseUrl()).hostname;
+      const at = (port: number | null) => (port === null ? null : { host, port, starttls: mailPorts.starttls });
+      return { imap: at(mailPorts.imap), pop3: at(mailPorts.pop3) };
+    },
   };
   const smtp = config.smtpTls.mode === 'off' ? createSmtpReceiver(core) : await createSmtpReceiverWithTls(core);
   smtpListener = smtp;
@@ -151,6 +158,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   const mailTls = config.imapPort === null && config.pop3Port === null ? null : await createMailTls(config, log);
   const imap = config.imapPort === null ? null : createImapServer(core, uids, mailTls);
   const pop3 = config.pop3Port === null ? null : createPop3Server(core, uids, mailTls);
+  mailPorts.starttls = mailTls !== null;
   if (metrics) {
     if (imap) metrics.watch('ephemail_imap_sessions', 'IMAP sessions open now', () => imap.sessions);
     if (pop3) metrics.watch('ephemail_pop3_sessions', 'POP3 sessions open now', () => pop3.sessions);
@@ -187,10 +195,12 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
       if (imap && config.imapPort !== null) {
         const a = await imap.listen(config.imapPort, config.imapHost);
         urls.imap = `${host(a)}:${a.port}`;
+        mailPorts.imap = a.port;
       }
       if (pop3 && config.pop3Port !== null) {
         const a = await pop3.listen(config.pop3Port, config.pop3Host);
         urls.pop3 = `${host(a)}:${a.port}`;
+        mailPorts.pop3 = a.port;
       }
       log.info({ ...urls, public_url: core.baseUrl(), store: redactStoreUrl(config.store), domains: domains.active() }, 'ephemail started');
       return urls;

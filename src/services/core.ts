@@ -49,4 +49,13 @@ export interface Core {
   baseUrl(): string;
   /** Whether the SMTP listener is accepting connections (health). */
   smtpRunning(): boolean;
+  /** The IMAP and POP3 endpoints once bound (null: off or not yet listening; docs/imap.md). */
+  mailAccess?(): { imap: MailEndpoint | null; pop3: MailEndpoint | null };
+}
+
+/** Where a mail client reads an inbox: the service's public host, the bound port, whether STARTTLS/STLS is offered. */
+export interface MailEndpoint {
+  host: string;
+  port: number;
+  starttls: boolean;
 }

@@ -130,3 +130,13 @@ test('curl imap:// and pop3://: fetch by UID, search, RETR and LIST', async () =
   const retr = await run('curl', ['-s', '--max-time', '20', '-u', user, `pop3://127.0.0.1:${svc.pop3Port}/1`], { encoding: 'buffer' });
   assert.ok(retr.stdout.equals(raw), 'curl pop3:// RETR is /raw');
 });
+
+test('GET /api/v1 lists the IMAP and POP3 endpoints', async () => {
+  const d = ((await (await svc.api('/api/v1')).json()) as { data: { mail_access: { imap: { host: string; port: number; starttls: boolean }; pop3: { port: number } } } }).data;
+  assert.deepEqual(d.mail_access.imap, { host: 'localhost', port: svc.imapPort, starttls: false });
+  assert.equal(d.mail_access.pop3.port, svc.pop3Port);
+  const metrics = await (await svc.api('/metrics')).text();
+  assert.match(metrics, /^ephemail_mail_access_sessions_total\{protocol="imap"\} [1-9]/m);
+  assert.match(metrics, /^ephemail_mail_access_commands_total\{protocol="imap",command="FETCH"\} [1-9]/m);
+  assert.match(metrics, /^ephemail_mail_access_commands_total\{protocol="pop3",command="RETR"\} [1-9]/m);
+});

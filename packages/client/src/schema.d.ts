@@ -760,6 +760,25 @@ export interface operations {
                             };
                             mcp: string;
                             web: string;
+                            /** @description Where mail clients read any inbox (IMAP, POP3). Additive. */
+                            mail_access: {
+                                /** @description IMAP4rev1: user the inbox address, password anything or an API key (docs/imap.md); null when off */
+                                imap: {
+                                    /** @description The service's public host name (of EPHEMAIL_PUBLIC_URL) */
+                                    host: string;
+                                    port: number;
+                                    /** @description STARTTLS (IMAP) / STLS (POP3) offered; plaintext login is refused before it */
+                                    starttls: boolean;
+                                } | null;
+                                /** @description POP3, the same login; null when off */
+                                pop3: {
+                                    /** @description The service's public host name (of EPHEMAIL_PUBLIC_URL) */
+                                    host: string;
+                                    port: number;
+                                    /** @description STARTTLS (IMAP) / STLS (POP3) offered; plaintext login is refused before it */
+                                    starttls: boolean;
+                                } | null;
+                            };
                             endpoints: {
                                 method: string;
                                 path: string;

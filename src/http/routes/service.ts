@@ -6,6 +6,12 @@ import { PROVIDER_OPENAPI_PATH, PROVIDER_PREFIXES } from '../providers/prefixes.
 import { HealthSchema } from '../schemas/wire.ts';
 import { ErrorRef, SECURITY, data, errors } from './shared.ts';
 
+const MailEndpointSchema = Type.Object({
+  host: Type.String({ description: 'The service\'s public host name (of EPHEMAIL_PUBLIC_URL)' }),
+  port: Type.Integer(),
+  starttls: Type.Boolean({ description: 'STARTTLS (IMAP) / STLS (POP3) offered; plaintext login is refused before it' }),
+});
+
 export const serviceRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app, { core }) => {
   app.get('/api/v1', {
     config: { quota: 'peek' },
@@ -15,6 +21,10 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
         name: Type.String(), version: Type.String(), email_ttl_seconds: Type.Integer(), domains: Type.Array(Type.String()),
         docs: Type.Object({ html: Type.String(), openapi: Type.String() }),
         mcp: Type.String(), web: Type.String(),
+        mail_access: Type.Object({
+          imap: Type.Union([MailEndpointSchema, Type.Null()], { description: 'IMAP4rev1: user the inbox address, password anything or an API key (docs/imap.md); null when off' }),
+          pop3: Type.Union([MailEndpointSchema, Type.Null()], { description: 'POP3, the same login; null when off' }),
+        }, { description: 'Where mail clients read any inbox (IMAP, POP3). Additive.' }),
         endpoints: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
         providers: Type.Object({
           openapi: Type.String({ description: 'The emulations\' own OpenAPI document (not part of this contract)' }),
@@ -31,6 +41,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
       docs: { html: `${core.baseUrl()}/docs`, openapi: `${core.baseUrl()}/api/v1/openapi.json` },
       mcp: `${core.baseUrl()}/mcp`,
       web: `${core.baseUrl()}/`,
+      mail_access: core.mailAccess?.() ?? { imap: null, pop3: null },
       endpoints: app.endpointList,
       providers: {
         openapi: `${core.baseUrl()}${PROVIDER_OPENAPI_PATH}`,
