@@ -159,10 +159,11 @@ function paramList(params: [string, string][]): string {
   return `(${params.map(([k, v]) => `${imapString(k.toUpperCase())} ${imapString(v)}`).join(' ')})`;
 }
 
+/** Lines of a body: its line ends, and a last line without one. */
 function countLines(raw: Buffer, start: number, end: number): number {
   let n = 0;
   for (let i = raw.indexOf(10, start); i >= 0 && i < end; i = raw.indexOf(10, i + 1)) n++;
-  return n;
+  return end > start && raw[end - 1] !== 10 ? n + 1 : n;
 }
 
 function disposition(fields: Field[]): string {
