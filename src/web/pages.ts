@@ -82,12 +82,30 @@ export function homePage(assets: Assets, domains: readonly string[], ttlSeconds:
   return layout(assets, { title: 'ephemail: disposable inboxes', page: 'home', body, data: { domain: domains[0] } });
 }
 
-export function inboxPage(assets: Assets, address: string, ttlSeconds: number): string {
+/** Where a mail client reads the inbox (GET /api/v1 mail_access), for the page's "Open in a mail client". */
+export interface MailClientAccess {
+  imap: { host: string; port: number; starttls: boolean } | null;
+  pop3: { host: string; port: number; starttls: boolean } | null;
+}
+
+/** "Open in a mail client": server, port, security and user name of IMAP and POP3 (docs/imap.md); empty when both are off. */
+function mailClientBox(address: string, mail: MailClientAccess | undefined): string {
+  if (!mail || (!mail.imap && !mail.pop3)) return '';
+  const row = (name: string, e: { host: string; port: number; starttls: boolean }) =>
+    `<dt>${name}</dt><dd>server <code>${esc(e.host)}</code>, port <code>${e.port}</code>, ${e.starttls ? 'STARTTLS' : 'no encryption'}</dd>`;
+  return `<details class="mail-client"><summary>Open in a mail client</summary>
+<dl>${mail.imap ? row('IMAP', mail.imap) : ''}${mail.pop3 ? row('POP3', mail.pop3) : ''}<dt>User name</dt><dd><code>${esc(address)}</code></dd><dt>Password</dt><dd>anything (or an API key)</dd></dl>
+<p class="muted">Receive-only: no outgoing server is needed.</p>
+</details>`;
+}
+
+export function inboxPage(assets: Assets, address: string, ttlSeconds: number, mail?: MailClientAccess): string {
   const minutes = Math.round(ttlSeconds / 60);
   const body = `<section class="inbox-head">
 <p class="muted label">Inbox</p>
 <div class="address-row"><h1 id="address" class="address">${esc(address)}</h1><button id="copy" type="button" data-copy="${esc(address)}">Copy address</button></div>
 <p class="status"><span id="live" class="dot" aria-hidden="true"></span><span id="status-text">Connecting…</span></p>
+${mailClientBox(address, mail)}
 </section>
 <div class="toolbar"><label class="search"><span class="visually-hidden">Search this inbox</span><input id="search" type="search" placeholder="Search sender or subject ( / )" autocomplete="off" aria-label="Search this inbox by sender or subject"></label><span id="count" class="muted">Loading…</span><button id="empty" type="button" class="danger" disabled>Empty inbox</button></div>
 <ol id="emails" class="list" aria-label="Emails, newest first"></ol>

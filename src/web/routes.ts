@@ -67,7 +67,7 @@ export function registerWeb(app: FastifyInstance, core: Core): void {
     if (!(await admit(request, reply, 'page'))) return reply;
     try {
       const { address } = resolveInbox(core, request.params.address ?? '');
-      return html(reply, 200, inboxPage(urls, address, core.config.emailTtlSeconds));
+      return html(reply, 200, inboxPage(urls, address, core.config.emailTtlSeconds, core.mailAccess?.()));
     } catch (err) {
       return errorPage(reply, err);
     }

@@ -140,3 +140,11 @@ test('GET /api/v1 lists the IMAP and POP3 endpoints', async () => {
   assert.match(metrics, /^ephemail_mail_access_commands_total\{protocol="imap",command="FETCH"\} [1-9]/m);
   assert.match(metrics, /^ephemail_mail_access_commands_total\{protocol="pop3",command="RETR"\} [1-9]/m);
 });
+
+test('the inbox page shows "Open in a mail client" with the IMAP and POP3 server, port and user name', async () => {
+  const html = await (await svc.api('/inbox/page@ephemail.test')).text();
+  assert.match(html, /<summary>Open in a mail client<\/summary>/);
+  assert.match(html, new RegExp(`<dt>IMAP</dt><dd>server <code>localhost</code>, port <code>${svc.imapPort}</code>, no encryption</dd>`));
+  assert.match(html, new RegExp(`<dt>POP3</dt><dd>server <code>localhost</code>, port <code>${svc.pop3Port}</code>`));
+  assert.match(html, /<dt>User name<\/dt><dd><code>page@ephemail.test<\/code><\/dd>/);
+});
