@@ -41,9 +41,9 @@ export interface MailListener {
 
 /** How long one IDLE wait is held before the mailbox is looked at again (expunges have no wake-up). */
 const IDLE_RECHECK_MS = 30_000;
-/** Raw messages a session keeps at hand (a client fetches a message's parts one after the other). */
+/** Raw messages a session keeps at hand (a client fetches a message's parts one after the other): a few, or the one being read when it is larger. */
 const CACHE_MESSAGES = 4;
-const CACHE_BYTES = 16 * 1024 * 1024;
+const CACHE_BYTES = 4 * 1024 * 1024;
 /** BODY/TEXT search reads the search texts of at most this many emails (the API's bound), newest first. */
 const TEXT_SEARCH_MAX = 200;
 /** Header and size searches read at most this many messages, newest first. */
@@ -281,7 +281,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
           return;
         case 'LOGIN': {
           if (state !== 'notauth') throw new Bad('Already logged in');
-          if (!plainAllowed()) return no(tag, 'Plaintext login is disabled before STARTTLS [PRIVACYREQUIRED]');
+          if (!plainAllowed()) return no(tag, '[PRIVACYREQUIRED] Plaintext login is disabled before STARTTLS');
           const user = astring(args[0]);
           const pass = astring(args[1]);
           if (user === null || pass === null || args.length !== 2) throw new Bad('LOGIN takes a user name and a password');
@@ -291,7 +291,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
           if (state !== 'notauth') throw new Bad('Already logged in');
           const mech = astring(args[0])?.toUpperCase();
           if (mech !== 'PLAIN') return no(tag, 'Only AUTHENTICATE PLAIN is offered');
-          if (!plainAllowed()) return no(tag, 'Plaintext login is disabled before STARTTLS [PRIVACYREQUIRED]');
+          if (!plainAllowed()) return no(tag, '[PRIVACYREQUIRED] Plaintext login is disabled before STARTTLS');
           const initial = astring(args[1]);
           if (initial !== null) return finishPlain(tag, initial);
           saslTag = tag;
@@ -511,7 +511,8 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
             await new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve(), { once: true }));
             return;
           }
-          release = await takeWaitSlot(core, grant, IDLE_RECHECK_MS);
+          // the slot is leased for as long as an IDLE can last (the autologout), and released when it ends
+          release = await takeWaitSlot(core, grant, limits.idleMs);
           if (!release) {
             write(`* NO [LIMIT] This caller already holds ${grant.maxWaits} waits (IDLE, long-polls); new mail is shown at NOOP\r\n`);
             await new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve(), { once: true }));

@@ -6,14 +6,17 @@ import { addressSlot, type Keyspace } from '../../redis/keys.ts';
 import type { UidStore } from '../uids.ts';
 
 /**
- * KEYS[1]: the address's hash (v, n, l), KEYS[2]: its sorted set (member id, score UID).
+ * KEYS[1]: the address's hash (v validity, n last UID, l last id, k keepUntil), KEYS[2]: its sorted set (member id, score UID).
  * ARGV: now (ms), keepUntil (ms), complete (0/1), ids…. Returns validity, next, then one UID per id.
  */
 const NUMBER = `
 local now, keep, complete = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local m = redis.call('HMGET', KEYS[1], 'v', 'n', 'l')
-local v, n, last = m[1], tonumber(m[2] or '0'), m[3] or ''
+local m = redis.call('HMGET', KEYS[1], 'v', 'n', 'l', 'k')
+local v, n, last, kept = m[1], tonumber(m[2] or '0'), m[3] or '', tonumber(m[4] or '0')
+-- a numbering past its keepUntil is over (by the caller's clock; the key's own expiry is the backstop)
+if v and kept <= now then v = nil end
 if not v then
+  kept = 0
   v = string.format('%.0f', math.floor(now / 1000))
   n = 0
   last = ''
@@ -39,14 +42,10 @@ if complete == '1' then
   for _, u in ipairs(out) do if u > 0 then first = u break end end
   if first then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. first) else redis.call('DEL', KEYS[2]) end
 end
-redis.call('HSET', KEYS[1], 'v', v, 'n', n, 'l', last)
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 or now + ttl < keep then
-  redis.call('PEXPIREAT', KEYS[1], keep)
-  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], keep) end
-elseif redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('PEXPIREAT', KEYS[2], now + ttl)
-end
+if keep > kept then kept = keep end
+redis.call('HSET', KEYS[1], 'v', v, 'n', n, 'l', last, 'k', string.format('%.0f', kept))
+redis.call('PEXPIREAT', KEYS[1], kept)
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIREAT', KEYS[2], kept) end
 local res = { tonumber(v), n + 1 }
 for _, u in ipairs(out) do res[#res + 1] = u end
 return res
