@@ -209,3 +209,27 @@ test('an API key as password; a wrong key refused with AUTHENTICATIONFAILED; rec
   const unknownDomain = client('someone@not-served.example');
   await assert.rejects(unknownDomain.connect());
 });
+
+test('mail deleted through the API is announced as * n EXPUNGE at NOOP; new mail as EXISTS', async () => {
+  const address = 'elsewhere@ephemail.test';
+  await svc.send({ to: address, subject: 'gone soon', text: 'x' });
+  await svc.send({ to: address, subject: 'stays', text: 'y' });
+  const c = client(address);
+  await c.connect();
+  try {
+    await c.mailboxOpen('INBOX');
+    const expunged: number[] = [];
+    c.on('expunge', (d: { seq: number }) => expunged.push(d.seq));
+    const list = ((await (await svc.api(`/api/v1/inboxes/${address}/emails`)).json()) as { data: { id: string; subject: string }[] }).data;
+    const gone = list.find((e) => e.subject === 'gone soon')!;
+    assert.equal((await svc.api(`/api/v1/emails/${gone.id}`, { method: 'DELETE' })).status, 204);
+    await svc.send({ to: address, subject: 'new', text: 'z' });
+    await c.noop();
+    assert.deepEqual(expunged, [1]);
+    const subjects: string[] = [];
+    for await (const m of c.fetch('1:*', { envelope: true, uid: true })) subjects.push(`${m.uid}:${m.envelope!.subject}`);
+    assert.deepEqual(subjects, ['2:stays', '3:new']);
+  } finally {
+    await c.logout();
+  }
+});

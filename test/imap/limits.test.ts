@@ -277,3 +277,36 @@ test('behind a PROXY-protocol balancer (EPHEMAIL_SMTP_PROXY_PROTOCOL) sessions c
     await own.stop();
   }
 });
+
+test('POP3 fuzz: random and mutated lines each get one +OK or -ERR, and the session goes on', async () => {
+  const fuzzed = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000' });
+  await fuzzed.send({ to: 'pop@ephemail.test', subject: 'one', text: 'x' });
+  const real = ['USER pop@ephemail.test', 'PASS x', 'STAT', 'LIST', 'LIST 1', 'UIDL', 'RETR 1', 'TOP 1 0', 'DELE 1', 'RSET', 'NOOP', 'CAPA', 'AUTH PLAIN', 'STLS', 'LIST 99', 'TOP 1'];
+  const line = fc.oneof(
+    fc.tuple(fc.constantFrom(...real), fc.array(fc.tuple(fc.nat(), fc.integer({ min: 32, max: 126 })), { maxLength: 3 })).map(([l, edits]) => {
+      const b = Buffer.from(l);
+      for (const [at, byte] of edits) b[at % b.length] = byte;
+      return b.toString('latin1');
+    }),
+    fc.string({ maxLength: 60 }).map((s) => s.replace(/[\r\n]/g, ' ')),
+  );
+  try {
+    await fc.assert(
+      fc.asyncProperty(fc.array(line, { minLength: 1, maxLength: 8 }), async (lines) => {
+        const c = open(fuzzed.pop3Port);
+        await c.until(/^\+OK/m);
+        // no AUTH continuation is left open: a lone `AUTH PLAIN` is answered with `+ ` and waits for one line
+        const sent = ['USER pop@ephemail.test', 'PASS x', ...lines.filter((l) => !/^auth plain\s*$/i.test(l.trim())), 'NOOP', 'QUIT'];
+        c.send(sent.join('\r\n') + '\r\n');
+        await c.until(/^\+OK ephemail POP3 signing off/m, 3000);
+        // one status reply (+OK or -ERR) per line sent, after the greeting; none is left unanswered
+        const replies = c.all.split('\r\n').filter((l) => /^(\+OK|-ERR)/.test(l));
+        assert.equal(replies.length, 1 + sent.length, c.all.slice(0, 400));
+        c.s.destroy();
+      }),
+      { numRuns: 60 },
+    );
+  } finally {
+    await fuzzed.stop();
+  }
+});
