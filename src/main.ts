@@ -55,7 +55,7 @@ async function serve(config: Config): Promise<void> {
   });
   try {
     const urls = await service.start();
-    if (process.stdout.isTTY) console.log(banner(config, service.core.domains.active(), service.core.baseUrl(), urls.smtp));
+    if (process.stdout.isTTY) console.log(banner(config, service.core.domains.active(), service.core.baseUrl(), urls.smtp, urls));
   } catch (err) {
     const hint = startHint(err, config);
     if (hint) console.error(`ephemail: ${hint}`);
@@ -66,7 +66,7 @@ async function serve(config: Config): Promise<void> {
 }
 
 /** What a person starting the service in a terminal wants to see (JSON logs follow). */
-function banner(config: Config, domains: readonly string[], base: string, smtp: string): string {
+function banner(config: Config, domains: readonly string[], base: string, smtp: string, mail: { imap?: string; pop3?: string } = {}): string {
   return [
     '',
     `  ephemail is running: disposable inboxes at ${domains.join(', ')}`,
@@ -75,6 +75,8 @@ function banner(config: Config, domains: readonly string[], base: string, smtp: 
     `  API        ${base}/api/v1   (reference: ${base}/docs)`,
     `  MCP        ${base}/mcp`,
     `  SMTP       ${smtp}   (send mail to anything@${domains[0]})`,
+    ...(mail.imap ? [`  IMAP       ${mail.imap}   (user: the inbox address, any password; docs/imap.md)`] : []),
+    ...(mail.pop3 ? [`  POP3       ${mail.pop3}`] : []),
     `  Store      ${redactStoreUrl(config.store)}`,
     '',
     '  Ctrl+C stops it.',
