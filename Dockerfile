@@ -60,6 +60,10 @@ ENV NODE_ENV=production \
     EPHEMAIL_HTTP_PORT=8025 \
     EPHEMAIL_SMTP_HOST=0.0.0.0 \
     EPHEMAIL_SMTP_PORT=1025 \
+    EPHEMAIL_IMAP_HOST=0.0.0.0 \
+    EPHEMAIL_IMAP_PORT=1143 \
+    EPHEMAIL_POP3_HOST=0.0.0.0 \
+    EPHEMAIL_POP3_PORT=1110 \
     EPHEMAIL_STORE=sqlite:/data/ephemail.db
 WORKDIR /app
 # Owned by root and read-only to the service's user; only /data is writable. No RUN in this stage:
@@ -74,7 +78,7 @@ COPY --from=build /app/bin bin
 COPY --from=build --chown=node:node /data /data
 USER node
 VOLUME /data
-EXPOSE 8025 1025
+EXPOSE 8025 1025 1143 1110
 # No curl in the image: Node's fetch. Follows EPHEMAIL_HTTP_PORT if it is changed.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.EPHEMAIL_HTTP_PORT||8025)+'/livez').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
