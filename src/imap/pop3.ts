@@ -65,6 +65,7 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
     let discarding = false;
     let busy = false;
     let sinceTurn = 0;
+    let ending = false;
     let sasl = false;
     let badInARow = 0;
 
@@ -93,7 +94,10 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
       pump();
     };
     raw.on('data', onData);
-    raw.on('end', () => close());
+    raw.on('end', () => {
+      ending = true;
+      if (!busy) close();
+    });
     raw.on('close', () => {
       state = 'closed';
       done();
@@ -139,6 +143,7 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
           close('-ERR Internal error; closing\r\n');
         } finally {
           busy = false;
+          if (ending) close();
           if (state !== 'closed' && raw.isPaused()) raw.resume();
         }
       })();

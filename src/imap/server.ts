@@ -131,6 +131,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
     let badInARow = 0;
     let busy = false;
     let sinceTurn = 0;
+    let ending = false;
     /** AUTHENTICATE PLAIN waiting for its response line. */
     let saslTag: string | null = null;
     /** IDLE in progress: its tag and how to end it. */
@@ -156,7 +157,11 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
 
     const attach = (s: Socket) => {
       s.on('data', onData);
-      s.on('end', () => close());
+      // a client that half-closes after its last command still gets the answers to what it sent
+      s.on('end', () => {
+        ending = true;
+        if (!busy) close();
+      });
       s.on('close', () => {
         if (state !== 'closed') state = 'closed';
         idle?.stop();
@@ -224,6 +229,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
           close('Internal error; closing');
         } finally {
           busy = false;
+          if (ending) close();
           if (state !== 'closed' && raw.isPaused() && framer.buffered <= MAX_PENDING_INPUT) raw.resume();
           // bytes may have arrived while the last command ran
           if (state !== 'closed' && !idle && framer.buffered > 0 && !busy) setImmediate(pump);

@@ -148,3 +148,19 @@ test('the inbox page shows "Open in a mail client" with the IMAP and POP3 server
   assert.match(html, new RegExp(`<dt>POP3</dt><dd>server <code>localhost</code>, port <code>${svc.pop3Port}</code>`));
   assert.match(html, /<dt>User name<\/dt><dd><code>page@ephemail.test<\/code><\/dd>/);
 });
+
+test('a client that sends its commands and half-closes (nc, scripts) still gets every answer', async () => {
+  const { connect } = await import('node:net');
+  await svc.send({ to: 'half@ephemail.test', subject: 'x', text: 'y' });
+  for (const [port, payload, last] of [
+    [svc.imapPort, 'a LOGIN half@ephemail.test x\r\nb SELECT INBOX\r\nc FETCH 1 (FLAGS)\r\n', /^c OK FETCH completed$/m],
+    [svc.pop3Port, 'USER half@ephemail.test\r\nPASS x\r\nSTAT\r\n', /^\+OK 1 \d+$/m],
+  ] as const) {
+    const s = connect(port, '127.0.0.1');
+    let out = '';
+    s.on('data', (d) => (out += d));
+    s.end(payload);
+    await new Promise((r) => s.on('close', r));
+    assert.match(out.replace(/\r/g, ''), last);
+  }
+});
