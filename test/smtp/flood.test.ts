@@ -81,7 +81,7 @@ async function send(shape: 'lines' | 'one line'): Promise<Outcome> {
       if (performance.now() - t0 > ms) throw new Error(`no reply ${n} within ${ms} ms: ${text}`);
       await new Promise<void>((r) => {
         waiters.push(r);
-        setTimeout(r, 100);
+        setTimeout(r, 100); // poll: a reply or the close wakes it sooner (waiters)
       });
     }
     return lines()[n - 1] ?? '';
@@ -114,14 +114,14 @@ async function send(shape: 'lines' | 'one line'): Promise<Outcome> {
   const ms = performance.now() - t0;
   // the server closes the connection after its 552 (a client that keeps writing is not waited for)
   const t1 = performance.now();
-  while (!closed && performance.now() - t1 < 10_000) await new Promise((r) => setTimeout(r, 20));
+  while (!closed && performance.now() - t1 < 10_000) await new Promise((r) => setTimeout(r, 20)); // poll: until the server closed the connection
   socket.destroy();
   return { reply: final, written, closed, ms };
 }
 
 for (const shape of ['lines', 'one line'] as const) {
   test(`a refused 256 MiB DATA as ${shape}: 552 5.3.4 soon after the limit, the connection closed, RSS grows < 32 MiB`, { timeout: 120_000 }, async (t) => {
-    await new Promise((r) => setTimeout(r, 300)); // the process settles after the previous session
+    await new Promise((r) => setTimeout(r, 300)); // unobservable: the process settles after the previous session (freed buffers)
     const before = status('VmRSS');
     let grew = 0;
     const peak = watchRss();
