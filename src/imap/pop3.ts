@@ -10,7 +10,7 @@ import type { Core } from '../services/core.ts';
 import { deleteEmail } from '../services/emails.ts';
 import type { UidStore } from '../store/uids.ts';
 import { countRequest, listMailbox, login, readMessage, refusalOf, type Grant, type Listed, type Refusal } from './access.ts';
-import { DEFAULT_MAIL_LIMITS, type MailLimits, type MailListener } from './server.ts';
+import { DEFAULT_MAIL_LIMITS, printable, type MailLimits, type MailListener } from './server.ts';
 import { mailFront } from './front.ts';
 import type { MailTls } from './tls.ts';
 
@@ -80,7 +80,7 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
       setTimeout(() => sock.destroy(), 2000).unref();
     };
     const err = (text: string) => {
-      write(`-ERR ${text}\r\n`);
+      write(`-ERR ${printable(text)}\r\n`);
       if (++badInARow >= limits.maxBadInARow) close('-ERR Too many bad commands; closing\r\n');
     };
     const refuse = (r: Refusal) => {

@@ -89,6 +89,9 @@ type Search =
 
 class Bad extends Error {}
 
+/** A response text as one line: what a client sent (a literal may hold CR LF) never starts a line of its own. */
+export const printable = (text: string) => text.replace(/[\x00-\x1f\x7f]/g, '?');
+
 const KNOWN = new Set(['CAPABILITY', 'NOOP', 'CHECK', 'LOGOUT', 'ID', 'STARTTLS', 'LOGIN', 'AUTHENTICATE', 'ENABLE', 'NAMESPACE', 'LIST', 'LSUB', 'SUBSCRIBE', 'UNSUBSCRIBE', 'STATUS', 'SELECT', 'EXAMINE', 'CREATE', 'DELETE', 'RENAME', 'APPEND', 'CLOSE', 'UNSELECT', 'EXPUNGE', 'IDLE', 'FETCH', 'STORE', 'SEARCH', 'COPY', 'MOVE', 'UID']);
 
 const CAPS_BASE = 'IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UIDPLUS UNSELECT CHILDREN';
@@ -238,10 +241,10 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
     };
 
     const bad = (tag: string, text: string) => {
-      write(`${tag} BAD ${text}\r\n`);
+      write(`${tag} BAD ${printable(text)}\r\n`);
       if (++badInARow >= limits.maxBadInARow) close('Too many bad commands; closing');
     };
-    const no = (tag: string, r: Refusal | string) => write(typeof r === 'string' ? `${tag} NO ${r}\r\n` : `${tag} NO [${r.code}] ${r.text}\r\n`);
+    const no = (tag: string, r: Refusal | string) => write(typeof r === 'string' ? `${tag} NO ${printable(r)}\r\n` : `${tag} NO [${r.code}] ${printable(r.text)}\r\n`);
 
     async function run(c: Command): Promise<void> {
       metric(c.name);

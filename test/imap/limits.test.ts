@@ -310,3 +310,15 @@ test('POP3 fuzz: random and mutated lines each get one +OK or -ERR, and the sess
     await fuzzed.stop();
   }
 });
+
+test('what a client sent never starts a response line of its own (a literal holding CR LF echoed in a BAD)', async () => {
+  const c = open(svc.imapPort);
+  await c.until(/^\* OK/m);
+  c.send('a1 LOGIN limits@ephemail.test x\r\na2 SELECT INBOX\r\na3 SEARCH {11}\r\n');
+  await c.until(/^\+ Ready/m);
+  c.send('x\r\n* 9 BYE\r\n');
+  const out = await c.until(/^a3 /m);
+  assert.match(out, /^a3 BAD Unknown SEARCH key X\?\?\* 9 BYE\?$/m);
+  assert.doesNotMatch(out, /^\* 9 BYE/m);
+  c.s.destroy();
+});
