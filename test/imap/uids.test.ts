@@ -15,7 +15,9 @@ import { keyspace } from '../../src/redis/keys.ts';
 import { createRedisUids } from '../../src/store/redis/uids.ts';
 import { createSqliteUids } from '../../src/store/sqlite/uids.ts';
 import { createMemoryUids, type UidStore } from '../../src/store/uids.ts';
-import { SKIP_REDIS, TEST_REDIS_URL, dropPrefix } from '../redis/servers.ts';
+import { SKIP_REDIS, SKIP_SERVER, TEST_REDIS_URL, dropPrefix, startCluster } from '../redis/servers.ts';
+import { openRedisBackends } from '../../src/assemble-redis.ts';
+import pino from 'pino';
 import { NO_DNS } from '../helpers/service.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-uids-'));
@@ -59,6 +61,24 @@ test('SQLite file', async () => {
 });
 test('Redis', { skip: SKIP_REDIS }, async () => {
   await suite(createRedisUids(redis!, keyspace(prefix)));
+});
+
+test('Redis Cluster (3 masters): the numbering of each inbox lives in its slot', { skip: SKIP_SERVER, timeout: 120_000 }, async () => {
+  const cluster = await startCluster(3);
+  try {
+    const backends = await openRedisBackends(loadConfig({ EPHEMAIL_STORE: cluster.url }), pino({ level: 'silent' }));
+    try {
+      await suite(backends.uids!);
+      // inboxes in many slots
+      for (let i = 0; i < 20; i++) assert.deepEqual((await backends.uids!.number(`box${i}@x.test`, [id(1), id(2)], true, T + 1000, T)).uids, [1, 2]);
+    } finally {
+      await backends.bus.close();
+      await backends.limiter.close();
+      await backends.store.close();
+    }
+  } finally {
+    await cluster.stop();
+  }
 });
 
 test('SQLite: the same UIDs after the service restarts on the same database', async () => {
