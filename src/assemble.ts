@@ -65,6 +65,8 @@ export interface Service {
   /** The IMAP and POP3 listeners (docs/imap.md); null when turned off. */
   imap: MailListener | null;
   pop3: MailListener | null;
+  /** Re-reads the STARTTLS/STLS certificate files of IMAP and POP3 now (SIGHUP); 'off' without them. */
+  reloadMailTls(reason: string): Promise<string>;
   /** Binds HTTP, SMTP, IMAP and POP3; resolves with the bound addresses (imap/pop3 absent when off). */
   start(): Promise<{ http: string; smtp: string; imap?: string; pop3?: string }>;
   /** Stops SMTP accepts, answers held long-polls, closes HTTP, bus, limiter and store; idempotent. */
@@ -174,6 +176,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     smtp,
     imap,
     pop3,
+    reloadMailTls: async (reason) => (mailTls ? mailTls.reload(reason) : 'off'),
     async start() {
       await app.listen({ port: config.httpPort, host: config.httpHost });
       const httpAddr = app.server.address() as AddressInfo;

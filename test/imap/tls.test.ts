@@ -103,3 +103,20 @@ p.quit()
 `, String(svc.pop3Port)], { timeout: 30_000 });
   assert.equal(JSON.parse(stdout)[0], 1);
 });
+
+test('new certificate files are taken by new STARTTLS sessions after a reload (SIGHUP)', async () => {
+  const gen = selfsigned.generate as unknown as (attrs: { name: string; value: string }[], opts: Record<string, unknown>) => Promise<{ private: string; cert: string }>;
+  const pems = await gen([{ name: 'commonName', value: 'renewed.ephemail.test' }], { days: 30, keySize: 2048, algorithm: 'sha256' });
+  writeFileSync(join(dir, 'cert.pem'), pems.cert);
+  writeFileSync(join(dir, 'key.pem'), pems.private);
+  const outcome = await svc.service.reloadMailTls('test');
+  assert.ok(outcome === 'reloaded' || outcome === 'unchanged', outcome); // (the directory watch may have been first)
+  const t = talk(svc.imapPort);
+  await t.until(/\r\n/);
+  t.send('a1 STARTTLS');
+  await t.until(/^a1 OK/m);
+  const secure = tlsConnect({ socket: t.s, rejectUnauthorized: false });
+  await new Promise((r) => secure.once('secureConnect', r));
+  assert.equal(secure.getPeerX509Certificate()?.fingerprint256, new X509Certificate(pems.cert).fingerprint256);
+  secure.destroy();
+});
