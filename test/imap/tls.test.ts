@@ -120,3 +120,25 @@ test('new certificate files are taken by new STARTTLS sessions after a reload (S
   assert.equal(secure.getPeerX509Certificate()?.fingerprint256, new X509Certificate(pems.cert).fingerprint256);
   secure.destroy();
 });
+
+test('EPHEMAIL_SMTP_TLS=self-signed: STARTTLS with a certificate made at start for the domains', async () => {
+  const own = await startService({ EPHEMAIL_SMTP_TLS: 'self-signed' });
+  try {
+    const t = talk(own.imapPort);
+    assert.match(await t.until(/\r\n/), /STARTTLS LOGINDISABLED/);
+    t.send('a1 STARTTLS');
+    await t.until(/^a1 OK/m);
+    const secure = tlsConnect({ socket: t.s, rejectUnauthorized: false });
+    await new Promise((r) => secure.once('secureConnect', r));
+    assert.match(secure.getPeerX509Certificate()?.subject ?? '', /CN=ephemail\.test/);
+    let answer = '';
+    secure.on('data', (d) => (answer += d));
+    secure.write('a2 CAPABILITY\r\n');
+    while (!/^a2 OK/m.test(answer)) await new Promise((r) => secure.once('data', r));
+    assert.match(answer, /AUTH=PLAIN/);
+    assert.doesNotMatch(answer, /LOGINDISABLED/);
+    secure.destroy();
+  } finally {
+    await own.stop();
+  }
+});
