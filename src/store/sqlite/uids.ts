@@ -2,7 +2,8 @@
 // (`<path>-imap`), so numbering never contends with the mail writer's transactions. One synchronous
 // transaction per call: a single process numbers each address in order.
 import Database from 'better-sqlite3';
-import type { UidStore } from '../uids.ts';
+import { StoreUnavailableError } from '../../domain/errors.ts';
+import type { Numbering, UidStore } from '../uids.ts';
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS imap_boxes (
@@ -21,7 +22,32 @@ const SCHEMA = `
 `;
 
 export function createSqliteUids(path: string): UidStore {
-  const db = new Database(path);
+  // opened on first use: a process that never serves IMAP/POP3 (the operator's CLI) creates no file
+  let numberer: ((address: string, ids: readonly string[], complete: boolean, keepUntil: number, now: number) => Numbering) | null = null;
+  let db: Database.Database | null = null;
+  const open = () => {
+    db = new Database(path);
+    return numbering(db);
+  };
+  return {
+    async number(address, ids, complete, keepUntil, now) {
+      try {
+        numberer ??= open();
+        return numberer(address, ids, complete, keepUntil, now);
+      } catch (err) {
+        // the seam's rule: a backend that cannot answer is StoreUnavailableError, never a driver's error
+        throw new StoreUnavailableError(`IMAP UIDs could not be read: ${(err as Error).message}`, { cause: err });
+      }
+    },
+    async close() {
+      db?.close();
+      db = null;
+      numberer = null;
+    },
+  };
+}
+
+function numbering(db: Database.Database) {
   db.pragma('journal_mode = WAL');
   db.pragma('busy_timeout = 5000');
   db.exec(SCHEMA);
@@ -66,12 +92,5 @@ export function createSqliteUids(path: string): UidStore {
     return { validity: box.validity, uids, next: n + 1 };
   });
 
-  return {
-    async number(address, ids, complete, keepUntil, now) {
-      return run(address, ids, complete, keepUntil, now);
-    },
-    async close() {
-      db.close();
-    },
-  };
+  return (address: string, ids: readonly string[], complete: boolean, keepUntil: number, now: number): Numbering => run(address, ids, complete, keepUntil, now);
 }
