@@ -65,8 +65,6 @@ export interface Service {
   /** The IMAP and POP3 listeners (docs/imap.md); null when turned off. */
   imap: MailListener | null;
   pop3: MailListener | null;
-  /** Re-reads the STARTTLS/STLS certificate files of IMAP and POP3 now (SIGHUP); 'off' without them. */
-  reloadMailTls(reason: string): Promise<string>;
   /** Binds HTTP, SMTP, IMAP and POP3; resolves with the bound addresses (imap/pop3 absent when off). */
   start(): Promise<{ http: string; smtp: string; imap?: string; pop3?: string }>;
   /** Stops SMTP accepts, answers held long-polls, closes HTTP, bus, limiter and store; idempotent. */
@@ -157,7 +155,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()), options.httpTimeouts);
   // IMAP and POP3 (docs/imap.md): the same store, limits and bus; STARTTLS/STLS with SMTP's TLS setting
   const uids = backends.uids ?? createMemoryUids();
-  const mailTls = config.imapPort === null && config.pop3Port === null ? null : await createMailTls(config, log);
+  const mailTls = config.imapPort === null && config.pop3Port === null ? null : createMailTls(smtp);
   const imap = config.imapPort === null ? null : createImapServer(core, uids, mailTls);
   const pop3 = config.pop3Port === null ? null : createPop3Server(core, uids, mailTls);
   mailPorts.starttls = mailTls !== null;
@@ -176,7 +174,6 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     smtp,
     imap,
     pop3,
-    reloadMailTls: async (reason) => (mailTls ? mailTls.reload(reason) : 'off'),
     async start() {
       await app.listen({ port: config.httpPort, host: config.httpHost });
       const httpAddr = app.server.address() as AddressInfo;
@@ -214,7 +211,6 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         domains.stop();
         const smtpClosed = smtp.close(); // stop accepting; transactions in flight finish
         const mailClosed = Promise.all([imap?.close(), pop3?.close()]);
-        mailTls?.close();
         core.waits.releaseAll(); // held polls answer with their (empty) result
         await app.close();
         await smtpClosed;

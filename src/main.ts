@@ -52,8 +52,7 @@ async function serve(config: Config): Promise<void> {
       (outcome) => log.info({ signal: 'SIGHUP', outcome }, SIGHUP_SAYS[outcome]),
       (err) => log.error({ err }, 'SIGHUP: re-reading the STARTTLS certificate failed'),
     );
-    // IMAP and POP3 use the same files (docs/imap.md): re-read for their new sessions too
-    service.reloadMailTls('SIGHUP').catch((err) => log.error({ err }, 'SIGHUP: re-reading the IMAP/POP3 certificate failed'));
+    // (IMAP and POP3 take SMTP's pair: re-read once, for all three: docs/imap.md)
   });
   try {
     const urls = await service.start();

@@ -146,6 +146,8 @@ export interface SmtpListener {
   reloadTls(reason: string): Promise<ReloadOutcome | 'off'>;
   /** When the certificate new STARTTLS sessions get expires (ms since the epoch); null without TLS. */
   tlsNotAfter(): number | null;
+  /** The key and certificate new STARTTLS sessions get now (the latest good pair), or null without TLS: IMAP and POP3 use the same (imap/tls.ts). */
+  tlsPair(): { key: string | Buffer; cert: string | Buffer } | null;
   readonly running: boolean;
   readonly server: SMTPServer;
 }
@@ -559,11 +561,15 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   });
 
   // The operator's files: re-read when they change; new STARTTLS sessions get the new pair.
+  let current: { key: string | Buffer; cert: string | Buffer } | null = tls && { key: tls.key, cert: tls.cert };
   const reloader: CertificateReloader | null = !tls?.files ? null : createCertificateReloader({
     certFile: tls.files.certFile,
     keyFile: tls.files.keyFile,
     initial: { key: Buffer.from(tls.key), cert: Buffer.from(tls.cert) },
-    apply: (pair) => server.updateSecureContext({ key: pair.key, cert: pair.cert }),
+    apply: (pair) => {
+      current = { key: pair.key, cert: pair.cert };
+      server.updateSecureContext({ key: pair.key, cert: pair.cert });
+    },
     log: core.log,
     pollMs: tls.files.pollMs,
     settleMs: tls.files.settleMs,
@@ -595,6 +601,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     },
     reloadTls: async (reason) => (reloader ? reloader.check(reason) : 'off'),
     tlsNotAfter: () => reloader?.current?.notAfter.getTime() ?? tlsNotAfter,
+    tlsPair: () => current,
     close() {
       reloader?.close();
       return new Promise((resolve) => {

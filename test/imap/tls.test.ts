@@ -104,12 +104,12 @@ p.quit()
   assert.equal(JSON.parse(stdout)[0], 1);
 });
 
-test('new certificate files are taken by new STARTTLS sessions after a reload (SIGHUP)', async () => {
+test('new certificate files are taken by new STARTTLS sessions after a reload (SIGHUP): SMTP\'s one reload serves IMAP too', async () => {
   const gen = selfsigned.generate as unknown as (attrs: { name: string; value: string }[], opts: Record<string, unknown>) => Promise<{ private: string; cert: string }>;
   const pems = await gen([{ name: 'commonName', value: 'renewed.ephemail.test' }], { days: 30, keySize: 2048, algorithm: 'sha256' });
   writeFileSync(join(dir, 'cert.pem'), pems.cert);
   writeFileSync(join(dir, 'key.pem'), pems.private);
-  const outcome = await svc.service.reloadMailTls('test');
+  const outcome = await svc.service.smtp.reloadTls('test');
   assert.ok(outcome === 'reloaded' || outcome === 'unchanged', outcome); // (the directory watch may have been first)
   const t = talk(svc.imapPort);
   await t.until(/\r\n/);
