@@ -314,10 +314,41 @@ async function hostPort(container, containerPort) {
   return Number(m[1]);
 }
 
+/**
+ * Every container this test starts asks no resolver of the host's: its resolver is its own loopback
+ * (`--dns 127.0.0.1`, where nothing answers) and the sender checks ask a loopback port nothing
+ * answers on (EPHEMAIL_DNS_SERVERS=127.0.0.1:1: temperror at once), as every service of the tests.
+ */
+const NO_DNS = ['--dns', '127.0.0.1', '-e', 'EPHEMAIL_DNS_SERVERS=127.0.0.1:1'];
+/**
+ * The same for compose's two nodes: an override file beside compose.yaml's own, written once. Their
+ * resolver stays the compose network's own (it answers the service names, `redis`); the sender checks
+ * ask the loopback port.
+ */
+const composeNoDns = () => {
+  const file = join(mkdtempSync(join(tmpdir(), 'ephemail-compose-')), 'no-dns.yaml');
+  const node = '    environment:\n      EPHEMAIL_DNS_SERVERS: 127.0.0.1:1\n';
+  writeFileSync(file, `services:\n  ephemail-a:\n${node}  ephemail-b:\n${node}`);
+  return file;
+};
+/**
+ * Whether a running container has EPHEMAIL_DNS_SERVERS=127.0.0.1:1 and, unless it is on a compose
+ * network (whose own DNS answers the service names), resolves through its own loopback only.
+ */
+async function expectNoHostDns(id, { network = false } = {}) {
+  const env = await podmanOk('inspect', '--format', '{{range .Config.Env}}{{println .}}{{end}}', id);
+  expect(/^EPHEMAIL_DNS_SERVERS=127\.0\.0\.1:1$/m.test(env), `${id}: EPHEMAIL_DNS_SERVERS is not 127.0.0.1:1`);
+  if (network) return 'EPHEMAIL_DNS_SERVERS=127.0.0.1:1 (service names from the compose network)';
+  const resolv = await podmanOk('exec', id, 'cat', '/etc/resolv.conf');
+  const servers = [...resolv.matchAll(/^nameserver\s+(\S+)/gm)].map((m) => m[1]);
+  expect(servers.length > 0 && servers.every((s) => s === '127.0.0.1'), `${id}: /etc/resolv.conf names ${servers.join(', ') || 'no server'}`);
+  return `resolver ${servers.join(',')}, EPHEMAIL_DNS_SERVERS=127.0.0.1:1`;
+}
+
 /** Starts the image detached, ports published on 127.0.0.1 (the host picks them). */
 async function startContainer(name, volume) {
   cleanup.containers.add(name);
-  await podmanOk('run', '-d', '--name', name, '-p', '127.0.0.1::8025', '-p', '127.0.0.1::1025', '-v', `${volume}:/data`, IMAGE);
+  await podmanOk('run', '-d', ...NO_DNS, '--name', name, '-p', '127.0.0.1::8025', '-p', '127.0.0.1::1025', '-v', `${volume}:/data`, IMAGE);
   return { http: await hostPort(name, 8025), smtp: await hostPort(name, 1025) };
 }
 
@@ -325,7 +356,7 @@ const exitCodeOf = async (name) => Number(await podmanOk('inspect', '--format', 
 
 // ---- compose --------------------------------------------------------------------------------------
 
-const composeFiles = ['-f', join(ROOT, 'compose.yaml')];
+const composeFiles = ['-f', join(ROOT, 'compose.yaml'), '-f', composeNoDns()];
 let composeEnv = {};
 const compose = (project, ...args) => run('podman-compose', ['-p', project, ...composeFiles, ...args], { extraEnv: composeEnv, timeoutMs: 300_000 });
 
@@ -380,6 +411,7 @@ async function runDocsLine(line, n) {
     } else args.push(w);
   }
   expect(seen.http && seen.smtp && seen.volume && seen.image, `the line lacks ${Object.keys(seen).filter((k) => !seen[k]).join(', ')}: ${line}`);
+  args.splice(1, 0, ...NO_DNS); // (after `run`: no lookup leaves the machine, as every container here)
   // foreground, as a user runs it: podman passes the SIGTERM sent to it on to the container
   const child = spawn('podman', args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
@@ -547,6 +579,7 @@ CMD ["redis-server"]
     });
     if (!live) throw new Fatal(`the container does not answer; its log:\n${(await podman('logs', `${RUN}-1`)).err.slice(-3000)}`);
     await check('GET /api/v1/health: ok, database connected, smtp running', () => waitHealthy(ports.http));
+    await check("no lookup leaves the machine: the container's resolver is its own loopback, EPHEMAIL_DNS_SERVERS=127.0.0.1:1", () => expectNoHostDns(`${RUN}-1`));
     await check("the image's HEALTHCHECK passes (podman healthcheck run)", async () => {
       const r = await podman('healthcheck', 'run', `${RUN}-1`);
       expect(r.code === 0, `exit ${r.code}: ${(r.out + r.err).trim()}`);
@@ -669,6 +702,14 @@ CMD ["redis-server"]
         await waitHealthy(p.A_HTTP_PORT);
         await waitHealthy(p.B_HTTP_PORT);
         return `A http 127.0.0.1:${p.A_HTTP_PORT}, B http 127.0.0.1:${p.B_HTTP_PORT}`;
+      });
+      await check("no sender check asks the host's resolver: both nodes have EPHEMAIL_DNS_SERVERS=127.0.0.1:1", async () => {
+        const seen = [];
+        for (const svc of ['ephemail-a', 'ephemail-b']) {
+          const id = (await podmanOk('ps', '-q', '--filter', `label=io.podman.compose.project=${project}`, '--filter', `label=com.docker.compose.service=${svc}`)).split('\n')[0];
+          seen.push(`${svc} ${await expectNoHostDns(id, { network: true })}`);
+        }
+        return seen.join('; ');
       });
       await check('Redis runs with appendonly yes', async () => {
         const id = (await podmanOk('ps', '-q', '--filter', `label=io.podman.compose.project=${project}`, '--filter', 'label=com.docker.compose.service=redis')).split('\n')[0];
