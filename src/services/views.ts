@@ -41,6 +41,9 @@ const ASK_AGAIN_OWNER = '\u0000ask-again';
  */
 export const ASK_AGAIN_MS = 60_000;
 export const ASK_AGAIN_TIMES = 5;
+/** A `service` view out of time this many times in a row is not asked by first reads for BREAKER_MS (serviceValue). */
+export const BREAKER_FAILURES = 2;
+export const BREAKER_MS = 60_000;
 /** Messages whose asking again this process keeps track of (the oldest forgotten first). */
 const ASK_AGAIN_KEYS = 10_000;
 /**
@@ -116,6 +119,8 @@ export interface ViewServiceOptions {
   budgets?: ServiceContext['budgets'];
   /** The first wait before a temporary failure is asked again (default ASK_AGAIN_MS; tests shorten it). */
   askAgainMs?: number;
+  /** How long a failing `service` view is not asked (default BREAKER_MS; tests shorten it). */
+  breakerMs?: number;
   /** Told when this service changes a message's kept views (a view asked again): the answer cache drops what it kept of them. */
   onWritten?: (messageKey: string) => void;
 }
@@ -186,8 +191,43 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     }
   }
 
-  /** Derives the views of a message from its raw bytes and keeps them (on a worker the queue gave). */
-  async function deriveAndKeep(key: string): Promise<MessageViews | null> {
+  /**
+   * A `service` view that ran out of its budget BREAKER_FAILURES times in a row (spamd hung: it
+   * accepts and never answers) is not asked by first reads for BREAKER_MS: they get its failure at
+   * once, which a later read asks again (askAgain, which always asks and closes the breaker on a
+   * value), instead of each waiting out the budget. A failure answered at once (spamd down, an
+   * error reply) costs no wait and does not count.
+   */
+  const breakers = new Map<string, { timeouts: number; openUntil: number }>();
+  const serviceValue = (v: ServiceView, raw: Uint8Array, asking: 'first' | 'again'): Promise<unknown> | null => {
+    const b = breakers.get(v.name);
+    if (asking === 'first' && b && b.timeouts >= BREAKER_FAILURES && performance.now() < b.openUntil) return Promise.resolve(v.fallback());
+    const t0 = performance.now();
+    const p = v.derive(raw, context, budgetOf(v));
+    if (!p) return null;
+    return within(p, budgetOf(v) + 1000, () => v.fallback()).then((value) => {
+      const failed = v.askAgain !== undefined && v.askAgain(value as never);
+      const seen = breakers.get(v.name) ?? { timeouts: 0, openUntil: 0 };
+      if (!failed) seen.timeouts = 0;
+      else if (performance.now() - t0 >= budgetOf(v) * 0.9) {
+        seen.timeouts++;
+        if (seen.timeouts >= BREAKER_FAILURES) {
+          const ms = options.breakerMs ?? BREAKER_MS;
+          seen.openUntil = performance.now() + ms;
+          if (seen.timeouts === BREAKER_FAILURES) log.warn({ view: v.name, ms }, 'a view ran out of time repeatedly; first reads do not ask it for a while (they read its failure, asked again later)');
+        }
+      }
+      breakers.set(v.name, seen);
+      return value;
+    });
+  };
+
+  /**
+   * Derives the views of a message from its raw bytes (on a worker the queue gave) and returns what
+   * finishes them: the `service` views (spamd), which only wait, are awaited after the queue's slot
+   * is given back, so a hung spamd never holds a derivation slot.
+   */
+  async function deriveInSlot(key: string): Promise<{ finish: () => Promise<MessageViews> } | null> {
     pool.warm(WORKERS); // derivations have begun: the next one finds its worker started, not starting
     const src = await store.readRaw(key);
     if (!src) return null;
@@ -198,8 +238,8 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     const waiting: [StoredView, Promise<unknown>][] = [];
     for (const v of registry) {
       if (v.stage !== 'service') continue;
-      const p = v.derive(raw, context, budgetOf(v));
-      if (p) waiting.push([v, within(p, budgetOf(v) + 1000, () => v.fallback())]);
+      const p = serviceValue(v, raw, 'first');
+      if (p) waiting.push([v, p]);
     }
     const { views, parts, inputs } = await derive(raw);
     options.onDerived?.((performance.now() - started) / 1000, views.outcome);
@@ -209,15 +249,19 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     if (versions) doc.versions = versions;
     else delete doc.versions;
     for (const v of registry) if (v.stage === 'worker' && v.name in inputs) doc[v.name] = await runOnWorker(v, inputs[v.name]);
-    for (const [v, p] of waiting) doc[v.name] = await p;
-    // kept in the background: the reader does not wait for the commit (`writing` answers meanwhile)
-    const write: Promise<void> = store.putViews(key, JSON.stringify(views), parts)
-      .catch((err) => log.warn({ err }, 'derived views could not be kept; they will be derived again'))
-      .finally(() => {
-        if (writing.get(key)?.write === write) writing.delete(key);
-      });
-    writing.set(key, { views, write });
-    return views;
+    return {
+      finish: async () => {
+        for (const [v, p] of waiting) doc[v.name] = await p;
+        // kept in the background: the reader does not wait for the commit (`writing` answers meanwhile)
+        const write: Promise<void> = store.putViews(key, JSON.stringify(views), parts)
+          .catch((err) => log.warn({ err }, 'derived views could not be kept; they will be derived again'))
+          .finally(() => {
+            if (writing.get(key)?.write === write) writing.delete(key);
+          });
+        writing.set(key, { views, write });
+        return views;
+      },
+    };
   }
 
   /** The kept views, or a derivation queued as `first`'s (promoted when a more urgent reader joins). */
@@ -227,9 +271,10 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     const promise = (async () => {
       const stored = parseViews(await store.getViews(key), registry);
       if (stored) return stored;
-      const ticket = queue.enqueue(want.owner, want.priority, () => deriveAndKeep(key));
+      const ticket = queue.enqueue(want.owner, want.priority, () => deriveInSlot(key));
       promote = ticket.promote;
-      return ticket.promise;
+      const done = await ticket.promise;
+      return done && done.finish();
     })();
     return {
       promise,
@@ -283,8 +328,8 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     let changed = false;
     for (const v of askable) {
       if (!v.askAgain!(doc[v.name] as never)) continue;
-      const p = v.derive(raw, context, budgetOf(v));
-      const value = p && (await within(p, budgetOf(v) + 1000, () => v.fallback()));
+      const p = serviceValue(v, raw, 'again');
+      const value = p && (await p);
       if (value === null || v.askAgain!(value as never)) continue; // still failing: a later read asks again
       doc[v.name] = value;
       changed = true;

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import pino from 'pino';
 import { ASK_AGAIN_TIMES, createViewService } from '../../src/services/views.ts';
@@ -243,6 +244,48 @@ test(`a spam score still failing is asked again ${ASK_AGAIN_TIMES} times at most
     }
   } finally {
     fake.server.close();
+    await views.close();
+    await store.close();
+  }
+});
+
+test('a hung spamd holds no derivation slot (four first reads ask it at once), and after two failures it is not asked for a while: a read gets the failure at once, to be asked again later', async () => {
+  // a spamd that accepts and never answers
+  const sockets = new Set<import('node:net').Socket>();
+  let connections = 0;
+  const hung = createServer((s) => {
+    connections++;
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => hung.listen(0, '127.0.0.1', () => r()));
+  const spamd = { host: '127.0.0.1', port: (hung.address() as AddressInfo).port };
+  const store = createSqliteStore(join(dir, 'hung-spamd.db'));
+  const keys: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    const s = await summarize(new Uint8Array(mime(`<p>Hello ${i}</p>`)), LIMITS);
+    const [row] = await store.addEmails([newEmail(inbox(), { raw: s.raw, hasAttachments: s.hasAttachments })]);
+    keys.push((await store.getEmail(row.id, Date.now()))!.messageKey);
+  }
+  const views = createViewService(store, LIMITS, log, { spamd, budgets: { spam: 2000 }, breakerMs: 60_000 });
+  try {
+    let answered = 0;
+    const reads = keys.slice(0, 4).map((k) => views.get(k).finally(() => answered++));
+    // two derivation slots: four reads ask spamd together only when none waits for it in a slot
+    await until(() => connections === 4 || answered > 0, 'four first reads ask spamd, or one is answered', 10_000, 10);
+    assert.equal(answered, 0, 'all four asked spamd before any read was answered');
+    assert.equal(connections, 4);
+    const got = await Promise.all(reads);
+    for (const v of got) assert.ok(v?.spam && 'error' in v.spam, 'each read gets the failure (asked again later)');
+    // the breaker is open: the fifth message's first read does not ask spamd
+    const fifth = await views.get(keys[4]);
+    assert.ok(fifth?.spam && 'error' in fifth.spam);
+    assert.equal(fifth && views.isFinal(fifth), false, 'a failure to be asked again later');
+    assert.equal(connections, 4, 'spamd not asked while the breaker is open');
+  } finally {
+    for (const s of sockets) s.destroy();
+    hung.close();
     await views.close();
     await store.close();
   }
