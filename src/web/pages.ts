@@ -179,7 +179,7 @@ function senderChecks(e: EmailFull): string {
         const title = f.url ? `<a href="${esc(f.url)}" target="_blank" rel="noopener noreferrer">${esc(f.feature)}</a>` : esc(f.feature);
         return `<li><strong class="feature">${title}</strong><ul>${clients}</ul></li>`;
       }).join('');
-      out += `<section class="check html-check"><h3>HTML compatibility</h3><p class="html-support"><strong>${esc(String(c.supportedPercent))}%</strong> supported, ${esc(String(c.partialPercent))}% partly, ${esc(String(c.unsupportedPercent))}% not, across Gmail, Outlook, Apple Mail and Yahoo (data: caniemail.com)${c.truncated ? ' <span class="muted">(first 128 KiB checked)</span>' : ''}</p>${items ? `<ul class="html-features">${items}</ul>` : '<p class="muted">Every feature this HTML uses works in all of them.</p>'}</section>`;
+      out += `<section class="check html-check"><h3>HTML compatibility</h3><p class="html-support"><strong>${esc(String(c.supportedPercent))}%</strong> supported, ${esc(String(c.partialPercent))}% partly, ${esc(String(c.unsupportedPercent))}% not, across Gmail, Outlook, Apple Mail and Yahoo (data: caniemail.com)${c.truncated ? ' <span class="muted">(checked in part: the first 128 KiB, its CSS bounded)</span>' : ''}</p>${items ? `<ul class="html-features">${items}</ul>` : '<p class="muted">Every feature this HTML uses works in all of them.</p>'}</section>`;
     }
   }
   return out;

@@ -465,7 +465,7 @@ export interface components {
             }[];
             /** @description Gmail, Outlook (desktop, web, mobile), Apple Mail and Yahoo platforms, as caniemail ids */
             clients_checked: string[];
-            /** @description Only the first 131,072 characters of the HTML were checked */
+            /** @description Not all of the HTML was checked: only its first 131,072 characters, or its CSS cut to a bounded size (16,384 characters and 400 rules of <style>, 32,768 characters of style attributes) */
             truncated: boolean;
             /** @description Why there is no result: `over_budget` (the check ran out of time), `html_over_budget` (the HTML itself was not derived), `failed`; null when checked */
             error: string | null;

@@ -100,7 +100,7 @@ export const HtmlCheckSchema = Type.Object(
       { description: 'Features the HTML uses that at least one checked client does not fully support, most clients affected first (at most 100)' },
     ),
     clients_checked: Type.Array(Type.String(), { description: 'Gmail, Outlook (desktop, web, mobile), Apple Mail and Yahoo platforms, as caniemail ids' }),
-    truncated: Type.Boolean({ description: 'Only the first 131,072 characters of the HTML were checked' }),
+    truncated: Type.Boolean({ description: 'Not all of the HTML was checked: only its first 131,072 characters, or its CSS cut to a bounded size (16,384 characters and 400 rules of <style>, 32,768 characters of style attributes)' }),
     error: Nullable(Type.String(), 'Why there is no result: `over_budget` (the check ran out of time), `html_over_budget` (the HTML itself was not derived), `failed`; null when checked'),
   },
   { $id: 'HtmlCheck', title: 'HtmlCheck', description: 'HTML compatibility from the caniemail.com data (docs/sender-checks.md)' },
