@@ -1,6 +1,7 @@
 // The operator CLI (docs/contract-decisions.md "Running it"): `ephemail keys list` and `ephemail keys revoke
 // <prefix>` against the same store the service uses; a revoked key then gets 401 unauthorized.
 import assert from 'node:assert/strict';
+import { until } from '../helpers/time.ts';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -64,6 +65,9 @@ test('list shows prefix, label, created_at and state, never the raw key or its h
   assert.ok(!revoked.stdout.includes(b.key_prefix), 'only the named key');
 
   const base = svc.http.replace('127.0.0.1', 'localhost');
+  // a revocation made by another process shows within the read cache's 250 ms (docs/decisions.md
+  // "Read caching"): the CLI may finish sooner than that after the read above
+  await until(async () => (await svc.api('/api/v1/me', { headers: { authorization: `Bearer ${a.api_key}` } })).status === 401, 'the revocation shows (within 250 ms)', 2000, 25);
   for (const headers of [{ authorization: `Bearer ${a.api_key}` }, { 'x-api-key': a.api_key }] as Record<string, string>[]) {
     await expectError(await svc.api('/api/v1/me', { headers }), 401, 'unauthorized', base, /revoked/);
     await expectError(await svc.api('/api/v1/domains', { headers }), 401, 'unauthorized', base);
