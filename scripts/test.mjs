@@ -156,11 +156,10 @@ if (missing.length && ci) {
 }
 // Run after the others, alone: files that load the whole machine (the packed install), and files
 // whose assertions are the service's own latency or memory under a load they make (the search
-// bounds of docs/security.md, the failover's 15 s, the RSS bounds of issue 34), which another file
+// bounds of docs/security.md, the failover's 15 s, the flood's RSS bound of issue 34), which another file
 // beside them would skew.
 const SOLO = [
   /[\\/]test[\\/]cli[\\/]pack\.test\.ts$/,
-  /[\\/]test[\\/]e2e[\\/]big-headers\.test\.ts$/,
   /[\\/]test[\\/]smtp[\\/]flood\.test\.ts$/,
   /[\\/]test[\\/]security[\\/]search\.test\.ts$/,
   /[\\/]test[\\/]redis[\\/]failover\.test\.ts$/,
