@@ -68,7 +68,7 @@ export const WORKER_YOUNG_MB = 12;
  * memory" for that thread only) and its task fails as over its budget, so a derivation falls back
  * as it does when it runs out of time (without HTML, then header-only). Bounded, a worker's heap
  * is also collected sooner: 80 reads of emails with 1.9 MB of headers each kept ~140 MB more
- * without it (test/e2e/big-headers.test.ts).
+ * without it (measured with a spawned service: docs/decisions.md "A memory budget kept by construction").
  */
 export const WORKER_OLD_MB = 96;
 
