@@ -23,7 +23,7 @@ export interface AnswerCache {
   get(face: string, id: string, messageKey: string): Buffer | undefined;
   /** Keeps a final answer (one larger than an eighth of the cache is not kept). */
   put(face: string, id: string, messageKey: string, expiresAt: number, answer: Buffer): void;
-  /** Drops every answer of a message (its views or verdicts were written, or it was deleted). */
+  /** Drops every answer of a message (its kept views changed: a view asked again). */
   forgetMessage(messageKey: string): void;
   /** Drops every answer of an email id (deleted). */
   forgetEmail(id: string): void;
@@ -39,7 +39,6 @@ export const ANSWER_CACHE_BYTES = 16 * 1024 * 1024;
 export const ANSWER_OVERHEAD_BYTES = 256;
 
 interface Entry {
-  id: string;
   messageKey: string;
   expiresAt: number;
   answer: Buffer;
@@ -91,7 +90,7 @@ export function createAnswerCache(maxBytes = ANSWER_CACHE_BYTES): AnswerCache {
         if (bytes + size <= maxBytes) break;
         drop(old);
       }
-      entries.set(k, { id, messageKey, expiresAt, answer, bytes: size });
+      entries.set(k, { messageKey, expiresAt, answer, bytes: size });
       bytes += size;
       faces.add(face);
       let set = byMessage.get(messageKey);
@@ -114,6 +113,7 @@ export function createAnswerCache(maxBytes = ANSWER_CACHE_BYTES): AnswerCache {
     clear() {
       entries.clear();
       byMessage.clear();
+      faces.clear();
       bytes = 0;
     },
   };
