@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { parseIpRange } from './domain/ip-ranges.ts';
 
 // The environment, read once into a frozen Config. VARIABLES is the table of every variable (type,
 // default, meaning); test/config-table.test.ts holds it, loadConfig and the README's table together.
@@ -177,12 +178,7 @@ function trustProxy(env: Env): false | readonly string[] {
   if (['1', 'true', 'yes', 'on'].includes(v)) return PRIVATE_PROXY_RANGES;
   const list = raw.split(',').map((x) => x.trim()).filter(Boolean);
   const expected = 'false, true (loopback and private networks) or a comma-separated list of proxy IP addresses and CIDR blocks';
-  for (const entry of list) {
-    const [addr, bits, extra] = entry.split('/');
-    const family = isIP(addr);
-    if (!family || extra !== undefined) throw new ConfigError('EPHEMAIL_TRUST_PROXY', raw, expected);
-    if (bits !== undefined && !(/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128))) throw new ConfigError('EPHEMAIL_TRUST_PROXY', raw, expected);
-  }
+  if (!list.every(isIpRange)) throw new ConfigError('EPHEMAIL_TRUST_PROXY', raw, expected);
   return Object.freeze(list);
 }
 
@@ -192,7 +188,7 @@ function smtpProxyProtocol(env: Env): readonly string[] {
   if (raw === '') return Object.freeze([]);
   const list = raw.split(',').map((x) => x.trim()).filter(Boolean);
   const expected = 'a comma-separated list of the balancers\' IP addresses and CIDR blocks (e.g. 10.0.0.0/8,fd00::/8)';
-  if (list.length === 0 || !list.every(isCidr)) throw new ConfigError('EPHEMAIL_SMTP_PROXY_PROTOCOL', raw, expected);
+  if (list.length === 0 || !list.every(isIpRange)) throw new ConfigError('EPHEMAIL_SMTP_PROXY_PROTOCOL', raw, expected);
   return Object.freeze(list);
 }
 
@@ -213,12 +209,8 @@ function dnsServers(env: Env): readonly string[] {
   return Object.freeze(list);
 }
 
-function isCidr(entry: string): boolean {
-  const [addr, bits, extra] = entry.split('/');
-  const family = isIP(addr);
-  if (!family || extra !== undefined) return false;
-  return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 4 ? 32 : 128));
-}
+/** An address or CIDR block as the matchers read it (domain/ip-ranges.ts). */
+const isIpRange = (entry: string) => parseIpRange(entry) !== null;
 
 function smtpAuth(env: Env): Config['smtpAuth'] {
   const v = env.EPHEMAIL_SMTP_AUTH?.trim().toLowerCase() || 'off';

@@ -1,8 +1,9 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
 import { Ajv } from 'ajv';
-import { BlockList, isIP } from 'node:net';
+import { isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.ts';
+import { ipRangeMatcher } from '../domain/ip-ranges.ts';
 import { BODY_LIMIT } from '../domain/limits.ts';
 import type { Core } from '../services/core.ts';
 import { registerDocs } from './docs.ts';
@@ -23,21 +24,8 @@ import { SHARED_SCHEMAS } from './schemas/wire.ts';
 /** Fastify's trust function: hop 0 (the direct peer) when it is in the configured ranges, never further. */
 function trustedHop(ranges: false | readonly string[]): false | ((address: string, hop: number) => boolean) {
   if (!ranges) return false;
-  const list = new BlockList();
-  for (const r of ranges) {
-    const [addr, bits] = r.split('/');
-    const type = isIP(addr) === 6 ? 'ipv6' : 'ipv4';
-    if (bits === undefined) list.addAddress(addr, type);
-    else list.addSubnet(addr, Number(bits), type);
-  }
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i;
-  return (address, hop) => {
-    if (hop !== 0) return false;
-    const v4 = mapped.exec(address)?.[1];
-    if (v4) return list.check(v4, 'ipv4');
-    const family = isIP(address);
-    return family !== 0 && list.check(address, family === 6 ? 'ipv6' : 'ipv4');
-  };
+  const trusted = ipRangeMatcher(ranges);
+  return (address, hop) => hop === 0 && trusted(address);
 }
 
 declare module 'fastify' {

@@ -105,23 +105,6 @@ function unmapped(addr: ipaddr.IPv6): string {
   return addr.isIPv4MappedAddress() ? addr.toIPv4Address().toString() : addr.toString();
 }
 
-/** A matcher over addresses and CIDR blocks; an IPv4-mapped IPv6 peer matches its IPv4 entries. */
-export function peerMatcher(entries: readonly string[]): (ip: string | undefined) => boolean {
-  const v4: [ipaddr.IPv4, number][] = [];
-  const v6: [ipaddr.IPv6, number][] = [];
-  for (const e of entries) {
-    const [net, bits] = e.includes('/') ? ipaddr.parseCIDR(e) : [ipaddr.parse(e), -1];
-    if (net.kind() === 'ipv4') v4.push([net as ipaddr.IPv4, bits < 0 ? 32 : bits]);
-    else v6.push([net as ipaddr.IPv6, bits < 0 ? 128 : bits]);
-  }
-  return (ip) => {
-    if (!ip || !ipaddr.isValid(ip)) return false;
-    const addr = ipaddr.process(ip);
-    if (addr.kind() === 'ipv4') return v4.some((r) => (addr as ipaddr.IPv4).match(r));
-    return v6.some((r) => (addr as ipaddr.IPv6).match(r));
-  };
-}
-
 export interface ProxyFrontOptions {
   /** Peers that must send a header. */
   trusted: (ip: string | undefined) => boolean;

@@ -5,6 +5,7 @@ import { X509Certificate } from 'node:crypto';
 import type { AddressInfo, Socket } from 'node:net';
 import { SMTPServer, type SMTPServerDataStream, type SMTPServerSession } from 'smtp-server';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
+import { ipRangeMatcher } from '../domain/ip-ranges.ts';
 import { createHoldCounter, ipBucket } from '../domain/limits.ts';
 import { StoreFullError, StoreUnavailableError } from '../domain/errors.ts';
 import type { Core } from '../services/core.ts';
@@ -12,7 +13,7 @@ import type { DomainState } from '../services/domains.ts';
 import { splitReply } from '../services/faults.ts';
 import { ingest } from '../services/ingest.ts';
 import type { FaultRule } from '../store/faults.ts';
-import { installProxyFront, peerMatcher } from './proxy-protocol.ts';
+import { installProxyFront } from './proxy-protocol.ts';
 import { createCertificateReloader, type CertificateReloader, type ReloadOutcome } from './tls-reload.ts';
 
 export const MAX_RECIPIENTS = 100;
@@ -549,7 +550,7 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
   // Behind a TCP balancer: its connections start with a PROXY header naming the client, which
   // smtp-server then sees as the connection's address (caps, logs); other peers connect as before.
   const front = config.smtpProxyProtocol.length === 0 ? null : installProxyFront(server.server, {
-    trusted: peerMatcher(config.smtpProxyProtocol),
+    trusted: ipRangeMatcher(config.smtpProxyProtocol),
     headerMs: limits.proxyHeaderMs,
     maxPending: limits.maxClients,
     accept(socket, client) {
