@@ -47,9 +47,6 @@ export interface Lane {
   readonly size: number;
 }
 
-// Captured at load: a test's fake timers must not stall parsing.
-const nextTurn = globalThis.setImmediate;
-
 /** A parse taking longer than this means the worker is stuck (a 30 MiB message parses in seconds). */
 const STUCK_MS = 60_000;
 /**
@@ -283,7 +280,7 @@ export function createLane(options: LaneOptions = {}): Lane {
         const own = !opts.keepRaw && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
         if (own) target.transfer.push(raw.buffer as ArrayBuffer);
         if (target.outbox.push(task) === 1) {
-          nextTurn(() => {
+          setImmediate(() => {
             const tasks = target.outbox;
             const transfer = target.transfer;
             target.outbox = [];

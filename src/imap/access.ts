@@ -97,7 +97,6 @@ export interface Mailbox {
 export const MAILBOX_MAX = 5000;
 const PAGE = 100;
 const FIRST = '00000000-0000-0000-0000-000000000000';
-const nextTurn = globalThis.setImmediate;
 
 /** The address's live mail, oldest first, each with its UID. */
 export async function listMailbox(core: Core, uids: UidStore, address: string): Promise<Mailbox> {
@@ -113,7 +112,7 @@ export async function listMailbox(core: Core, uids: UidStore, address: string): 
       break;
     }
     since = page[page.length - 1].id;
-    await new Promise<void>((resolve) => nextTurn(resolve));
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
   if (rows.length > MAILBOX_MAX) rows.length = MAILBOX_MAX;
   const now = core.clock.now();

@@ -40,10 +40,6 @@ const MAX_HELD_BYTES = 32 * 1024 * 1024;
  */
 export const BUSY_MESSAGES = 20;
 export const BUSY_WINDOW_MS = 250;
-// Captured at load: a test's fake timers must not stall the verdicts.
-const later = globalThis.setTimeout;
-const cancel = globalThis.clearTimeout;
-
 
 export interface AuthenticationService {
   /**
@@ -146,7 +142,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
     while (running < MAX_RUNNING && (asked.length || queue.length)) {
       if (!asked.length && busy()) {
         // ingest is busy: new mail's verdicts wait for a quieter moment (looked at again then)
-        wake ??= later(() => {
+        wake ??= setTimeout(() => {
           wake = null;
           pump();
         }, BUSY_WINDOW_MS);
@@ -287,7 +283,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       closed = true;
       queue.length = 0;
       asked.length = 0;
-      if (wake) cancel(wake);
+      if (wake) clearTimeout(wake);
       wake = null;
       heldBytes = 0;
       await new Promise<void>((resolve) => (running === 0 && writing === 0 ? resolve() : idleWaiters.push(resolve)));

@@ -53,10 +53,8 @@ const TEXT_BATCH_MAX = 25;
 /** Messages without a search text (stored before search texts existed) one read queues for one. */
 const BACKFILL_PER_READ = 20;
 
-// Captured at load: a test's fake timers must not stall reads.
-const nextTurn = globalThis.setImmediate;
 /** Lets the event loop turn (other requests, /livez) between the store reads of one filtered read. */
-const turn = () => new Promise<void>((resolve) => nextTurn(resolve));
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 export interface ListInput extends MailFilter {
   address: string;

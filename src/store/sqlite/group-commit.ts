@@ -12,10 +12,6 @@ export type { WriteJob } from './write-ops.ts';
 import type { WriterData, WriterMessage, WriterReply } from './writer.ts';
 import { workerEntry } from '../../worker-entry.ts';
 
-// Captured at load: a test's fake timers must not stall durable writes.
-const nextTurn = globalThis.setImmediate;
-const later = globalThis.setTimeout;
-const cancel = globalThis.clearTimeout;
 /**
  * A lazy write (one nobody waits on: verdicts computed in the background) commits with the next
  * batch of other writes, or after this long, or once this many wait: it never costs a commit and
@@ -66,7 +62,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
   let lazyTimer: ReturnType<typeof setTimeout> | null = null;
   /** Lazy writes join the queue: they commit in the next batch. */
   const takeDeferred = () => {
-    if (lazyTimer) cancel(lazyTimer);
+    if (lazyTimer) clearTimeout(lazyTimer);
     lazyTimer = null;
     if (deferred.length === 0) return;
     queue = queue.length ? queue.concat(deferred) : deferred;
@@ -180,7 +176,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
   const schedule = () => {
     if (scheduled) return;
     scheduled = true;
-    nextTurn(flush);
+    setImmediate(flush);
   };
   /** Lazy writes waited long enough (or are many): they commit in a batch of their own. */
   const commitDeferred = () => {
@@ -196,7 +192,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
         if (options?.lazy && !writerDead) {
           deferred.push({ job, resolve, reject });
           if (deferred.length >= LAZY_MAX) commitDeferred();
-          else lazyTimer ??= later(commitDeferred, LAZY_MS);
+          else lazyTimer ??= setTimeout(commitDeferred, LAZY_MS);
           return;
         }
         queue.push({ job, resolve, reject });
