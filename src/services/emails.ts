@@ -172,16 +172,22 @@ async function filteredPage(core: Core, address: string, query: ListQuery, filte
   }
 }
 
-/** A list's input checked (its inbox, cursors and filter, in that order) and its store query: one step for listEmails and listEmailsNow. */
-function checkedList(core: Core, input: ListInput, parse?: (raw: string) => Address | null) {
+/**
+ * A list's input checked (its inbox, cursors and filter, in that order) and its store query: the one
+ * check of a list. listEmails and listEmailsNow make it; an edge that holds the read makes it first
+ * (a bad input fails before taking a wait slot) and passes it on.
+ */
+export function checkList(core: Pick<Core, 'domains'>, input: ListInput, parse?: (raw: string) => Address | null) {
   const { address } = resolveInbox(core, input.address, parse);
   checkCursors(input);
   const match = checkFilter(input);
   return { address, match, query: { limit: input.limit, since: input.since?.toLowerCase(), before: input.before?.toLowerCase() } };
 }
+export type CheckedList = ReturnType<typeof checkList>;
 
-export async function listEmails(core: Core, input: ListInput): Promise<ListOutput> {
-  const { address, match, query } = checkedList(core, input);
+/** `checked`: checkList of this input, when the caller made it already. */
+export async function listEmails(core: Core, input: ListInput, checked: CheckedList = checkList(core, input)): Promise<ListOutput> {
+  const { address, match, query } = checked;
   const run = match ? () => filteredPage(core, address, query, match) : () => core.store.listEmails(address, query, core.clock.now());
   const ms = (input.waitSeconds ?? 0) * 1000;
   // nothing to hold: what hold() would do, without its promise
@@ -195,11 +201,11 @@ export async function listEmails(core: Core, input: ListInput): Promise<ListOutp
 /**
  * listEmails answered at once when nothing is to be held or filtered and the store holds the page in
  * memory now (the read cache), else undefined (ask listEmails): a poll of a page read before takes
- * no promise turn. The same checks as listEmails (checkedList).
+ * no promise turn. The same checks as listEmails (checkList).
  */
 export function listEmailsNow(core: Core, input: ListInput, parse?: (raw: string) => Address | null): ListOutput | undefined {
   if ((input.waitSeconds ?? 0) > 0 || !core.store.peekList) return undefined;
-  const { address, match, query } = checkedList(core, input, parse);
+  const { address, match, query } = checkList(core, input, parse);
   if (match) return undefined;
   const emails = core.store.peekList(address, query, core.clock.now());
   return emails && { address, emails, waited: false };
@@ -215,12 +221,18 @@ export interface LatestInput extends MailFilter {
   reader?: Reader;
 }
 
-/** The newest email that matches, in full, or null (none yet, or the wait ran out). */
-export async function latestEmail(core: Core, input: LatestInput): Promise<{ address: string; email: EmailFull | null; waited: boolean }> {
+/** A latest's input checked (its inbox, cursor and filter): the one check, made first by an edge that holds the read. */
+export function checkLatest(core: Pick<Core, 'domains'>, input: LatestInput) {
   const { address } = resolveInbox(core, input.address);
   checkCursors(input);
   const match = checkFilter(input) ?? { head: null, needle: null };
-  const since = input.since?.toLowerCase();
+  return { address, match, since: input.since?.toLowerCase() };
+}
+export type CheckedLatest = ReturnType<typeof checkLatest>;
+
+/** The newest email that matches, in full, or null (none yet, or the wait ran out). `checked`: checkLatest of this input, when made already. */
+export async function latestEmail(core: Core, input: LatestInput, checked: CheckedLatest = checkLatest(core, input)): Promise<{ address: string; email: EmailFull | null; waited: boolean }> {
+  const { address, match, since } = checked;
   const newest = async () => {
     const [e] = await filteredPage(core, address, { limit: 1 }, match, since);
     return e ? [e] : [];

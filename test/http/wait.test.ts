@@ -48,6 +48,26 @@ describe('wait', () => {
     assert.deepEqual(all.map((r) => r.status), [200, 200, 200, 200, 200]);
   });
 
+  test('a held list or latest checks its inbox once (before its wait slot), not again in the service', async () => {
+    const domains = svc.service.core.domains;
+    const stateOf = domains.stateOf;
+    let looked = 0;
+    domains.stateOf = (d) => {
+      looked++;
+      return stateOf.call(domains, d);
+    };
+    try {
+      for (const path of ['emails', 'latest']) {
+        looked = 0;
+        const res = await svc.api(`/api/v1/inboxes/once-${path}%40ephemail.test/${path}?wait=1`, { headers: { authorization: `Bearer ${key}` } });
+        assert.equal(res.status, 200);
+        assert.equal(looked, 1, `${path}: the inbox's domain looked up ${looked} times`);
+      }
+    } finally {
+      domains.stateOf = stateOf;
+    }
+  });
+
   test('a wait is woken by mail sent over SMTP and returns it well before the deadline', async () => {
     const address = 'woken@ephemail.test';
     const t0 = Date.now();

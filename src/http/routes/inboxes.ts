@@ -90,20 +90,24 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?:
       if (now) return void reply.send(answer(now));
       return emails.listEmails(core, input).then(answer);
     }
-    return held(request.caller, request.params.address, reply, q.wait, async (signal) => answer(await emails.listEmails(core, { ...input, signal })));
+    return held(request.caller, reply, q.wait, () => emails.checkList(core, input, parse), async (checked, signal) => answer(await emails.listEmails(core, { ...input, signal }, checked)));
   });
 
-  /** A held request: needs a key, takes one of its wait slots, and is abandoned when the client goes. */
-  async function held<T>(c: Caller, address: string, reply: FastifyReply, wait: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  /**
+   * A held request: needs a key, has its input checked (once: `check` is the service's own check,
+   * passed on to `run`, so a bad input fails before taking a slot), takes one of its wait slots,
+   * and is abandoned when the client goes.
+   */
+  async function held<C, T>(c: Caller, reply: FastifyReply, wait: number, check: () => C, run: (checked: C, signal: AbortSignal) => Promise<T>): Promise<T> {
     if (c.kind !== 'key' || !c.key) throw new AppError('key_required', 'wait needs an API key: create one with POST /api/v1/keys and send it as Authorization: Bearer <key> or X-API-Key');
-    emails.resolveInbox(core, address);
+    const checked = check();
     const refusal = `This key already holds ${c.concurrentWaits} waiting requests; let one finish first`;
     return withWaitSlot(core.limiter, core.clock, { bucket: c.bucket, max: c.concurrentWaits, refusal }, wait * 1000, async () => {
       const abort = new AbortController();
       const onClose = () => { if (!reply.raw.writableEnded) abort.abort(); };
       reply.raw.on('close', onClose);
       try {
-        return await run(abort.signal);
+        return await run(checked, abort.signal);
       } finally {
         reply.raw.off('close', onClose);
       }
@@ -132,7 +136,7 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?:
     const answer = (out: Awaited<ReturnType<typeof emails.latestEmail>>) =>
       ({ data: out.email && toWireEmail(core, out.email), meta: { address: out.address, waited: out.waited } });
     if (q.wait <= 0) return answer(await emails.latestEmail(core, input));
-    return held(request.caller, request.params.address, reply, q.wait, async (signal) => answer(await emails.latestEmail(core, { ...input, signal })));
+    return held(request.caller, reply, q.wait, () => emails.checkLatest(core, input), async (checked, signal) => answer(await emails.latestEmail(core, { ...input, signal }, checked)));
   });
 
   app.delete('/api/v1/inboxes/:address/emails', {

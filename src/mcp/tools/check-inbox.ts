@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { iso } from '../../domain/clock.ts';
 import { FILTER_MAX_CHARS } from '../../domain/search.ts';
 import { withWaitSlot } from '../../services/wait.ts';
-import { listEmails, resolveInbox, webUrl } from '../../services/emails.ts';
+import { checkList, listEmails, webUrl } from '../../services/emails.ts';
 import { untrustedLine } from '../../domain/untrusted.ts';
 import { defineTool } from './tool.ts';
 
@@ -53,8 +53,11 @@ export const checkInboxTool = defineTool({
     const waitSeconds = args.wait_seconds ?? 0;
     // "" is "no cursor yet": what newest_id says for an empty inbox, so it can be passed straight back
     const sinceId = args.since_id === undefined || args.since_id.trim() === '' ? undefined : args.since_id;
+    const input = { address: args.address, limit: CHECK_INBOX_MAX, since: sinceId, waitSeconds, signal, from: args.from, subject: args.subject };
+    // the one check of the input: a bad address fails before taking a wait slot
+    const checked = checkList(core, input);
     const read = async () => {
-      const out = await listEmails(core, { address: args.address, limit: CHECK_INBOX_MAX, since: sinceId, waitSeconds, signal, from: args.from, subject: args.subject });
+      const out = await listEmails(core, input, checked);
       const items = out.emails;
       const newest = sinceId !== undefined ? items.at(-1) : items[0];
       const structured = {
@@ -73,7 +76,6 @@ export const checkInboxTool = defineTool({
       return { structured, text: render(structured, sinceId !== undefined, out.waited ? waitSeconds : 0) };
     };
     if (waitSeconds <= 0) return read();
-    resolveInbox(core, args.address); // a bad address fails before taking a wait slot
     const refusal = `${MCP_CONCURRENT_WAITS} check_inbox calls with wait_seconds are already waiting for this session; let one return first, or call again with wait_seconds 0`;
     return withWaitSlot(core.limiter, core.clock, { bucket: `${bucket}:mcp-wait`, max: MCP_CONCURRENT_WAITS, refusal }, waitSeconds * 1000, read);
   },
