@@ -1,8 +1,13 @@
 #!/usr/bin/env node
-// The `ephemail` command. Runs the compiled sources: an esbuild bundle of src/ (scripts/build.mjs),
-// built by `npm ci` and rebuilt here whenever a file under src/ changed, so an edit is never run
-// stale. If it cannot be built, or with EPHEMAIL_TSX=1, the TypeScript sources are loaded through
-// tsx at run time instead (slower to start, more memory; bench/README.md "Start-up and idle").
+// The `ephemail` command. Runs the compiled sources: the esbuild bundle of src/ in dist/
+// (scripts/build.mjs), built ahead of time by `npm ci`, `npm pack`, `npm run build` and `npm test`,
+// never here: nothing at start needs esbuild or tsx (both are dev dependencies).
+// - No bundle (dist/manifest.json, or the entry it names, missing): one line naming `npm run build`,
+//   exit status 1.
+// - In a checkout (src/ beside dist/), a bundle of other sources than src/ holds now: one warning line
+//   naming `npm run build`, and the bundle runs all the same.
+// - EPHEMAIL_TSX=1 (development): the TypeScript sources through tsx, from the dev dependencies
+//   (slower to start, more memory; bench/README.md "Start-up and idle").
 //
 // First of all, before anything native loads (on Node 20 better-sqlite3 ends in a bare
 // "Segmentation fault"): an unsupported Node is one line of advice and exit status 1. Nothing is
@@ -16,19 +21,34 @@ if (nodeMajor < 22 || (nodeMajor === 22 && nodeMinor < 19)) {
   );
   process.exit(1);
 }
-let entry = null;
-if (process.env.EPHEMAIL_TSX !== '1') {
+if (process.env.EPHEMAIL_TSX === '1') {
+  let register;
   try {
-    const { compiledEntry } = await import('../scripts/build.mjs');
-    entry = await compiledEntry();
+    ({ register } = await import('tsx/esm/api'));
   } catch (err) {
-    console.error(`ephemail: could not build the sources (${err?.message ?? err}); running them through tsx`);
+    if (err?.code !== 'ERR_MODULE_NOT_FOUND') throw err;
+    console.error('ephemail: EPHEMAIL_TSX=1 needs tsx, a dev dependency: run `npm ci` in a checkout of the repository (or unset EPHEMAIL_TSX)');
+    process.exit(1);
   }
-}
-if (entry) {
-  await import(entry);
-} else {
-  const { register } = await import('tsx/esm/api');
   register();
   await import('../src/main.ts');
+} else {
+  const { existsSync, readFileSync } = await import('node:fs');
+  const dist = new URL('../dist/', import.meta.url);
+  let manifest = null;
+  try {
+    manifest = JSON.parse(readFileSync(new URL('manifest.json', dist), 'utf8'));
+  } catch {}
+  if (typeof manifest?.main !== 'string' || !existsSync(new URL(manifest.main, dist))) {
+    console.error('ephemail: no build of the sources in dist/: run `npm run build` (in a checkout, `npm ci` builds it too)');
+    process.exit(1);
+  }
+  if (existsSync(new URL('../src/', import.meta.url)) && existsSync(new URL('../scripts/build.mjs', import.meta.url))) {
+    // a checkout: is dist/ the build of the sources here? (about 10 ms: a hash of src/, never a build)
+    const { fingerprint } = await import('../scripts/build.mjs');
+    if (fingerprint() !== manifest.fingerprint) {
+      console.error('ephemail: warning: dist/ was built from other sources than src/ holds now; running it anyway (`npm run build` rebuilds it)');
+    }
+  }
+  await import(new URL(manifest.main, dist).href);
 }

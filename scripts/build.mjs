@@ -1,11 +1,16 @@
 #!/usr/bin/env node
-// The compiled form of src/: an esbuild bundle (packages stay external) that bin/ephemail.js runs
-// instead of loading TypeScript through tsx at run time (start-up time and idle memory,
-// bench/README.md "Start-up and idle").
+// The compiled form of src/: an esbuild bundle (packages stay external) in dist/, which
+// bin/ephemail.js runs (start-up time and idle memory, bench/README.md "Start-up and idle"). Start
+// never builds: the bundle is made ahead of time, and esbuild and tsx are dev dependencies only.
 //
-// - `npm ci` builds it (the `prepare` script); bin/ephemail.js rebuilds it whenever the sources
-//   changed (a content fingerprint of src/, tsconfig.json and this file), so nothing ever runs stale
-//   code, and falls back to tsx if it cannot build.
+// - Who builds it: `npm ci` (the `prepare` script), `npm pack` / `npm publish` (`prepack`: the
+//   tarball carries dist/ and no src/), `npm run build`, and `npm test` (scripts/test.mjs, before any
+//   test, so a spawned service never runs stale code). Each builds only when dist/ is not the build
+//   of the current sources (a content fingerprint of src/, tsconfig.json and this file);
+//   `--force` builds anyway.
+// - What start does (bin/ephemail.js): no dist/manifest.json (or its entry is gone) is one line
+//   naming `npm run build` and exit 1; in a checkout (src/ beside it) a bundle of other sources is
+//   one warning line naming `npm run build`, and it still runs. docs/operations.md "Build".
 // - Code splitting keeps the lazy imports lazy (the tool endpoint, the web pages, Redis): each
 //   `import()` target is its own chunk, with its own imports of packages.
 // - The worker threads (src/derive/worker.ts, src/store/sqlite/writer.ts) are built first, as entries
@@ -15,16 +20,17 @@
 // - Every output file is named by its content hash and written by rename, and the manifest naming
 //   the main entry is written last, by rename: processes starting or building at the same time (a
 //   test suite) never see a half-written file, and a running service still finds its own lazy
-//   chunks after a rebuild. Files of older builds are removed after a week.
+//   chunks after a rebuild. Files of older builds are removed after a week; dist/.npmignore (written
+//   with the manifest) keeps them out of `npm pack`.
 //
-// Output: node_modules/.cache/ephemail/ (ignored by git, wiped by `npm ci`).
+// Output: dist/ (ignored by git, listed in package.json "files").
 import { createHash } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-export const OUT_DIR = join(ROOT, 'node_modules', '.cache', 'ephemail');
+export const OUT_DIR = join(ROOT, 'dist');
 const MANIFEST = join(OUT_DIR, 'manifest.json');
 const ASSETS = join(ROOT, 'src', 'web', 'assets');
 const KEEP_OLD_MS = 7 * 24 * 3600_000;
@@ -61,12 +67,26 @@ export function fingerprint() {
   return h.digest('hex');
 }
 
-function readManifest() {
+/** dist/manifest.json: { fingerprint, main, files } of the last build; null if there is none. */
+export function readManifest() {
   try {
     return JSON.parse(readFileSync(MANIFEST, 'utf8'));
   } catch {
     return null;
   }
+}
+
+/** Whether dist/ holds a build of the current sources, all of its files present. */
+export function isCurrent(manifest = readManifest()) {
+  if (!manifest || manifest.fingerprint !== fingerprint()) return false;
+  const files = Array.isArray(manifest.files) ? manifest.files : [manifest.main];
+  return files.every((f) => {
+    try {
+      return statSync(join(OUT_DIR, f)).isFile();
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** Writes `data` to `path` atomically (a temporary file renamed over it). */
@@ -116,7 +136,7 @@ export async function build() {
   const result = { outputFiles: [...workerBuild.outputFiles, ...mainBuild.outputFiles] };
 
   mkdirSync(join(OUT_DIR, 'assets'), { recursive: true });
-  const current = new Set(['manifest.json', 'assets']);
+  const current = new Set(['manifest.json', 'assets', '.npmignore']);
   for (const file of result.outputFiles) {
     current.add(relative(OUT_DIR, file.path));
     let same = false;
@@ -124,11 +144,17 @@ export async function build() {
       same = statSync(file.path).size === file.contents.byteLength; // named by content hash: present means identical
     } catch {}
     if (!same) writeAtomic(file.path, file.contents);
+    else utimesSync(file.path, new Date(), new Date()); // in use again: not an old build's file to remove after a week
   }
   // src/web/routes.ts reads ./assets/ next to itself
   for (const name of readdirSync(ASSETS)) writeAtomic(join(OUT_DIR, 'assets', name), readFileSync(join(ASSETS, name)));
   const main = join(ROOT, mainOut);
-  writeAtomic(MANIFEST, JSON.stringify({ fingerprint: print, main: relative(OUT_DIR, main) }) + '\n');
+  const files = [...current].filter((f) => !['manifest.json', 'assets', '.npmignore'].includes(f)).sort();
+  // `npm pack` takes this build only (package.json "files" lists dist/; a .npmignore below the root
+  // still applies): not the older builds kept for services still running them
+  const npmignore = ['# written by scripts/build.mjs: npm pack takes the current build only', '/*', '!/manifest.json', '!/assets/', ...files.map((f) => `!/${f}`)];
+  writeAtomic(join(OUT_DIR, '.npmignore'), npmignore.join('\n') + '\n');
+  writeAtomic(MANIFEST, JSON.stringify({ fingerprint: print, main: relative(OUT_DIR, main), files }) + '\n');
 
   const now = Date.now();
   for (const name of readdirSync(OUT_DIR)) {
@@ -144,18 +170,30 @@ export async function build() {
 /** The URL of the main entry of a bundle of the current sources, building it if missing or stale. */
 export async function compiledEntry() {
   const manifest = readManifest();
-  if (manifest && manifest.fingerprint === fingerprint()) return pathToFileURL(join(OUT_DIR, manifest.main)).href;
+  if (isCurrent(manifest)) return pathToFileURL(join(OUT_DIR, manifest.main)).href;
   return pathToFileURL(await build()).href;
 }
 
+// `node scripts/build.mjs [--force] [--prepare]` (npm run build, prepack, prepare): builds unless
+// dist/ is current; a failed build is exit status 1. --prepare (`npm ci`): without esbuild (a
+// production install, `npm ci --omit=dev`) one line says so and the install goes on: the start will
+// then say that dist/ is missing.
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const started = Date.now();
+  const args = process.argv.slice(2);
   try {
-    const main = await build();
-    console.log(`ephemail: built ${relative(ROOT, main)} in ${Date.now() - started} ms`);
+    if (!args.includes('--force') && isCurrent()) {
+      console.log(`ephemail: ${relative(ROOT, OUT_DIR)}/ is the build of the current sources`);
+    } else {
+      const main = await build();
+      console.log(`ephemail: built ${relative(ROOT, main)} in ${Date.now() - started} ms`);
+    }
   } catch (err) {
-    // `npm ci` must not fail for it: bin/ephemail.js tries again at start, else runs the sources through tsx
-    console.error(`ephemail: the build failed (bin/ephemail.js will retry, else run the sources through tsx): ${err?.message ?? err}`);
-    process.exitCode = process.argv.includes('--strict') ? 1 : 0;
+    if (args.includes('--prepare') && err?.code === 'ERR_MODULE_NOT_FOUND' && /'esbuild'/.test(err?.message ?? '')) {
+      console.error('ephemail: esbuild (a dev dependency) is not installed, so dist/ was not built: `npm ci` with dev dependencies then `npm run build`, or install the published package, which carries dist/');
+    } else {
+      console.error(`ephemail: the build failed: ${err?.message ?? err}`);
+      process.exitCode = 1;
+    }
   }
 }

@@ -120,6 +120,20 @@ if (lacking.length) {
   process.exit(1);
 }
 
+// The bundle every spawned service runs (bin/ephemail.js runs dist/ and never builds it): built here
+// unless dist/ is already the build of the current sources, so no test runs stale code.
+try {
+  const { OUT_DIR, compiledEntry, isCurrent } = await import('./build.mjs');
+  if (!isCurrent()) {
+    const t0 = Date.now();
+    await compiledEntry();
+    console.log(`# npm test: built ${relative(root, OUT_DIR)}/ from the current sources (scripts/build.mjs) in ${Date.now() - t0} ms`);
+  }
+} catch (err) {
+  loud([`npm test: the build of src/ (scripts/build.mjs) failed: ${err?.message ?? err}`]);
+  process.exit(1);
+}
+
 // A Redis for the Redis store, multi-node and fault tests: the one that answers, else a private one.
 const redisUrl = process.env.EPHEMAIL_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
 /** The private redis-server this run started, stopped when the tests end. */
