@@ -121,7 +121,10 @@ if (lacking.length) {
 }
 
 // The bundle every spawned service runs (bin/ephemail.js runs dist/ and never builds it): built here
-// unless dist/ is already the build of the current sources, so no test runs stale code.
+// unless dist/ is already the build of the current sources, so no test runs stale code. A failed
+// build (a syntax error in src/) is said loudly, before the tests and again at the end, and fails the
+// run; the tests still run (those loading the sources through tsx say more about the error).
+let buildFailed = null;
 try {
   const { OUT_DIR, compiledEntry, isCurrent } = await import('./build.mjs');
   if (!isCurrent()) {
@@ -130,8 +133,8 @@ try {
     console.log(`# npm test: built ${relative(root, OUT_DIR)}/ from the current sources (scripts/build.mjs) in ${Date.now() - t0} ms`);
   }
 } catch (err) {
-  loud([`npm test: the build of src/ (scripts/build.mjs) failed: ${err?.message ?? err}`]);
-  process.exit(1);
+  buildFailed = [`npm test: the build of src/ (scripts/build.mjs) FAILED: ${err?.message ?? err}`, 'Services the tests start run the last build of dist/ (warning that it is stale) or none.'];
+  loud(buildFailed);
 }
 
 // A Redis for the Redis store, multi-node and fault tests: the one that answers, else a private one.
@@ -220,7 +223,7 @@ function run(list, concurrency = 2) {
 }
 
 let code = rest.length ? await run(rest) : 0;
-code = code || typecheck;
+code = code || typecheck || (buildFailed ? 1 : 0);
 if (solo.length) {
   if (rest.length) console.log(`\n# then, alone: ${solo.map((f) => f.slice(root.length + 1)).join(', ')}\n`);
   const soloCode = await run(solo, 1);
@@ -232,6 +235,7 @@ if (solo.length) {
   }
 }
 if (typecheck) loud(['tsc --noEmit FAILED (see its errors above the tests).']);
+if (buildFailed) loud(buildFailed);
 for (const m of missing) loud(m);
 if (privateRedis && privateRedis.exitCode === null) {
   // stopped before this process ends (SIGTERM; SIGKILL after 5 s)
