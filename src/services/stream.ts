@@ -1,11 +1,13 @@
-// Following an inbox: the one "tell me about new mail" path behind the API's event stream (and the
-// web page's live list). It subscribes to the bus before it first reads, reads from a cursor in id
-// order, and moves the cursor past what it delivered: ids only grow within an inbox (store.ts), so
-// nothing is delivered twice and nothing slips through between a replay and live mail. "From now"
-// is a point the caller can see: `onReady` runs once the cursor is fixed (at once for a replay,
-// after the first successful read otherwise), before any delivery; a client told then (the event
-// stream's opening comment) misses no mail sent after it. A first read that fails is retried on
-// a timer, not on the next delivery, which would make that delivery the cursor and skip it.
+// Following an inbox: the event streams' use of the one notification path (services/wait.ts, whose
+// registry holds the address's bus subscription and tells this follower of each delivery, as it
+// wakes the long-polls), behind the API's event stream and the web page's live list. It starts
+// listening before it first reads, reads from a cursor in id order, and moves the cursor past what
+// it delivered: ids only grow within an inbox (store.ts), so nothing is delivered twice and nothing
+// slips through between a replay and live mail. "From now" is a point the caller can see: `onReady`
+// runs once the cursor is fixed (at once for a replay, after the first successful read otherwise),
+// before any delivery; a client told then (the event stream's opening comment) misses no mail sent
+// after it. A first read that fails is retried on a timer, not on the next delivery, which would
+// make that delivery the cursor and skip it.
 import type { EmailSummary } from '../domain/summary.ts';
 import type { Core } from './core.ts';
 
@@ -29,7 +31,7 @@ export interface FollowOptions {
   onReady?(): void;
 }
 
-export function followInbox(core: Pick<Core, 'store' | 'bus' | 'clock'>, address: string, options: FollowOptions): InboxFollower {
+export function followInbox(core: Pick<Core, 'store' | 'waits' | 'clock'>, address: string, options: FollowOptions): InboxFollower {
   let closed = false;
   let cursor: string | null = options.since;
   let ready = false;
@@ -81,7 +83,7 @@ export function followInbox(core: Pick<Core, 'store' | 'bus' | 'clock'>, address
     }
   };
 
-  const unsubscribe = core.bus.subscribe(address, () => {
+  const unsubscribe = core.waits.watch(address, () => {
     if (ready) void read();
     else again = true;
   });

@@ -1,13 +1,16 @@
-// The one long-poll path (HTTP `wait`, HTTP `latest`, MCP `check_inbox`, and the slots of event
-// streams): withWaitSlot takes the caller's concurrent-wait slot; hold() subscribes to the bus first,
-// then queries, and holds until the delivery event, the deadline, the client's disconnect or
-// shutdown. Time and timers are injected.
+// The one "tell me about new mail" path: every edge that waits for mail at an address is told here.
+// withWaitSlot takes the caller's concurrent-wait slot; the registry holds one bus subscription per
+// address however many listen on it, and tells each listener in the same turn of the event loop:
+//   - hold(): the long-poll (HTTP `wait` and `latest`, MCP `check_inbox`, IMAP IDLE) subscribes
+//     first, then queries, and holds until the delivery event, the deadline, the client's
+//     disconnect or shutdown;
+//   - watch(): a standing listener, the event stream's (services/stream.ts follows an inbox on it).
+// Time and timers are injected.
 //
-// Waits are grouped per address: one bus subscription per address however many wait on it, and the
-// waits of one address that re-query after the same delivery with the same `key` share one query
-// (the first starts it, the others take its result while it runs). One commit wakes every wait of
-// its addresses in the same turn of the event loop; with five waits per address that is one store
-// read per address instead of five, and one listener call per delivery instead of five.
+// The waits of one address that re-query after the same delivery with the same `key` share one
+// query (the first starts it, the others take its result while it runs): with five waits per
+// address that is one store read per address instead of five, and one listener call per delivery
+// instead of five.
 import type { Bus } from '../bus/bus.ts';
 import { systemClock, type Clock } from '../domain/clock.ts';
 import { AppError } from '../domain/errors.ts';
@@ -66,6 +69,12 @@ export interface WaitRegistry {
    * (same store read): after a delivery, one runs it and the others get a copy of its result.
    */
   hold<T extends unknown[]>(address: string, ms: number, query: () => Promise<T>, signal?: AbortSignal, key?: string): Promise<{ result: T; waited: boolean }>;
+  /**
+   * Calls `onDelivery` after each delivery event for `address` (lowercase), through the address's
+   * one subscription, until the returned function is called (idempotent). Listening starts before
+   * watch returns: a read made after it misses no delivery.
+   */
+  watch(address: string, onDelivery: () => void): () => void;
 }
 
 interface Waiter {
@@ -75,7 +84,8 @@ interface Waiter {
 }
 
 interface Group {
-  waiters: Set<Waiter>;
+  /** Told of each delivery: the held waits' and the watchers'. */
+  listeners: Set<() => void>;
   unsubscribe: () => void;
   /** Re-queries running now, by key: taken by the group's other waits instead of their own. */
   running: Map<string, Promise<unknown[]>>;
@@ -92,24 +102,21 @@ export function createWaitRegistry(bus: Bus, options: { maxHeld?: number; clock?
   const releasers = new Set<() => void>();
   let closing = false;
 
-  const join = (address: string, w: Waiter): Group => {
+  const join = (address: string, listener: () => void): Group => {
     let g = groups.get(address);
     if (!g) {
-      const group: Group = { waiters: new Set(), unsubscribe: () => undefined, running: new Map() };
+      const group: Group = { listeners: new Set(), unsubscribe: () => undefined, running: new Map() };
       groups.set(address, (g = group));
       group.unsubscribe = bus.subscribe(address, () => {
-        for (const x of group.waiters) {
-          x.pending = true;
-          x.wake?.();
-        }
+        for (const tell of group.listeners) tell();
       });
     }
-    g.waiters.add(w);
+    g.listeners.add(listener);
     return g;
   };
-  const leave = (address: string, g: Group, w: Waiter) => {
-    g.waiters.delete(w);
-    if (g.waiters.size > 0) return;
+  const leave = (address: string, g: Group, listener: () => void) => {
+    g.listeners.delete(listener);
+    if (g.listeners.size > 0) return;
     g.unsubscribe();
     if (groups.get(address) === g) groups.delete(address);
   };
@@ -139,7 +146,11 @@ export function createWaitRegistry(bus: Bus, options: { maxHeld?: number; clock?
     async hold(address, ms, query, signal, key) {
       if (ms <= 0 || closing || signal?.aborted) return { result: await query(), waited: false };
       const w: Waiter = { pending: false, wake: null };
-      const g = join(address, w);
+      const tell = () => {
+        w.pending = true;
+        w.wake?.();
+      };
+      const g = join(address, tell);
       try {
         let result = await query();
         if (result.length > 0) return { result, waited: false };
@@ -172,8 +183,19 @@ export function createWaitRegistry(bus: Bus, options: { maxHeld?: number; clock?
         }
         return { result, waited: true };
       } finally {
-        leave(address, g, w);
+        leave(address, g, tell);
       }
+    },
+    watch(address, onDelivery) {
+      // a listener of its own: the same function watched twice is two watches
+      const listener = () => onDelivery();
+      const g = join(address, listener);
+      let watching = true;
+      return () => {
+        if (!watching) return;
+        watching = false;
+        leave(address, g, listener);
+      };
     },
   };
 }

@@ -1,6 +1,7 @@
-// The wait registry behind `wait` and check_inbox (src/services/wait.ts), without HTTP: one bus
-// subscription per address, re-queries after one delivery shared between waits with the same key
-// (each getting an array of its own), separate for different keys, and everything released after.
+// The wait registry behind `wait`, check_inbox and the event streams (src/services/wait.ts), without
+// HTTP: one bus subscription per address for held waits and watchers together, re-queries after one
+// delivery shared between waits with the same key (each getting an array of its own), separate for
+// different keys, and everything released after.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createMemoryBus } from '../../src/bus/memory.ts';
@@ -114,4 +115,36 @@ test('releaseAll answers held waits with their empty result; later holds do not 
   waits.releaseAll();
   assert.deepEqual(await h, { result: [], waited: true });
   assert.deepEqual(await waits.hold('w@ephemail.test', 30_000, async () => [] as number[]), { result: [], waited: false });
+});
+
+test('watchers and held waits of one address share its one subscription; each is told of every delivery', async () => {
+  const { bus, live } = countingBus();
+  const waits = createWaitRegistry(bus);
+  const told: string[] = [];
+  const stopA = waits.watch('v@ephemail.test', () => told.push('a'));
+  const stopB = waits.watch('v@ephemail.test', () => told.push('b'));
+  let stored: number[] = [];
+  const h = waits.hold('v@ephemail.test', 5000, async () => stored.slice());
+  await tick();
+  assert.equal(live.get('v@ephemail.test'), 1, 'one subscription for two watchers and a held wait');
+  assert.equal(waits.held, 1, 'watchers are not held waits');
+  stored = [1];
+  await bus.publish('v@ephemail.test', 'm1');
+  assert.deepEqual(await h, { result: [1], waited: true });
+  assert.deepEqual(told, ['a', 'b']);
+  stopA();
+  stopA(); // idempotent: b stays
+  await bus.publish('v@ephemail.test', 'm2');
+  assert.deepEqual(told, ['a', 'b', 'b']);
+  assert.equal(live.get('v@ephemail.test'), 1);
+  stopB();
+  assert.equal(live.get('v@ephemail.test'), 0, 'unsubscribed once the last listener left');
+  await bus.publish('v@ephemail.test', 'm3');
+  assert.deepEqual(told, ['a', 'b', 'b']);
+  // shutdown answers held waits; a watcher is its stream's to close, and still told until then
+  const stopC = waits.watch('v@ephemail.test', () => told.push('c'));
+  waits.releaseAll();
+  await bus.publish('v@ephemail.test', 'm4');
+  assert.deepEqual(told, ['a', 'b', 'b', 'c']);
+  stopC();
 });
