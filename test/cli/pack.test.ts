@@ -1,10 +1,12 @@
 // The published package works on its own: `npm pack` of this repository, installed into an empty
 // directory (dependencies from the npm registry, as a user would), then `npx ephemail serve` there
 // answers health, receives a mail over SMTP and lists it. The install prints no EBADENGINE warning
-// on the Node that runs the tests (22 or 24: package.json "engines").
+// on the Node that runs the tests (22 or 24: package.json "engines"). The tarball carries the bundle
+// (dist/, built by `prepack`: that build only, not older ones) and no TypeScript sources, and the
+// install has neither tsx nor esbuild: the service runs without a build tool.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -23,12 +25,20 @@ test('npm pack → install into an empty directory → npx ephemail serve answer
     assert.equal(pack.status, 0, pack.stderr);
     const tarball = readdirSync(dir).find((f) => f.endsWith('.tgz'));
     assert.ok(tarball, `a tarball in ${dir}`);
+    const listed = spawnSync('tar', ['-tzf', join(dir, tarball!)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+    const manifest = JSON.parse(spawnSync('tar', ['-xzOf', join(dir, tarball!), 'package/dist/manifest.json'], { encoding: 'utf8' }).stdout) as { main: string; files: string[] };
+    const bundled = listed.filter((f) => /^package\/dist\/[^/]+$/.test(f)).map((f) => f.slice('package/dist/'.length)).sort();
+    assert.deepEqual(bundled, ['manifest.json', ...manifest.files].sort(), 'dist/ holds the build the manifest names, and nothing of older builds');
+    assert.ok(manifest.files.includes(manifest.main));
+    assert.ok(listed.some((f) => f.startsWith('package/dist/assets/')), 'the web assets beside the bundle');
+    assert.deepEqual(listed.filter((f) => /^package\/(src|scripts|test)\//.test(f)), [], 'no sources, scripts or tests in the tarball');
 
     spawnSync('mkdir', [app]);
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'ephemail-pack-check', version: '1.0.0', private: true }));
     const install = spawnSync('npm', ['install', '--prefer-offline', join(dir, tarball!)], { cwd: app, encoding: 'utf8', env, timeout: 480_000 });
     assert.equal(install.status, 0, `npm install: ${install.stderr.slice(-2000)}`);
     assert.doesNotMatch(install.stderr, /EBADENGINE/, 'no dependency needs a newer Node than "engines" says');
+    for (const tool of ['tsx', 'esbuild']) assert.ok(!existsSync(join(app, 'node_modules', tool)), `${tool} installed with the package: it is a dev dependency`);
 
     // its own process group: npx runs the service as a child of its own, and both must stop at the end
     child = spawn('npx', ['--no-install', 'ephemail', 'serve'], {
@@ -63,6 +73,7 @@ test('npm pack → install into an empty directory → npx ephemail serve answer
     transport.close();
     const list = await (await fetch(`${started.http}/api/v1/inboxes/packed@ephemail.test/emails`)).json();
     assert.deepEqual(list.data.map((e: { subject: string }) => e.subject), ['from the packed build']);
+    assert.doesNotMatch(stderr, /ephemail: (no build|warning)/, 'the installed package runs its bundle as it is');
   } finally {
     if (child?.pid !== undefined) {
       const group = -child.pid;
