@@ -30,11 +30,18 @@ export function attachmentForCid(cid: string, attachments: AttachmentMeta[]): At
 
 const BASE_STYLE = `:root{color-scheme:light}html{background:#fff}body{margin:0;padding:16px;color:#111;font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;overflow-wrap:anywhere}img{max-width:100%;height:auto}table{max-width:100%}pre{white-space:pre-wrap}`;
 
-export function frameDocument(e: EmailFull): string {
+/**
+ * While remote images are blocked, an image from elsewhere would leave the box its width and height
+ * ask for (a 600×200 hero: 200 px of nothing before the text): it shrinks to its alt text instead
+ * (nothing when it has none, a tracking pixel). Only our own stylesheet's rule; the mail is unchanged.
+ */
+const BLOCKED_STYLE = `img[src^="http:" i],img[src^="https:" i],img[src^="//"]{width:auto!important;height:auto!important;min-height:0!important;aspect-ratio:auto!important;max-height:3em!important}`;
+
+export function frameDocument(e: EmailFull, remoteImages = false): string {
   const html = (e.htmlBody ?? '').replace(/(\ssrc\s*=\s*")cid:([^"]*)"/gi, (_m, pre: string, cid: string) => {
     const unescaped = cid.replace(/&amp;/g, '&').replace(/&quot;/g, '"').replace(/&#39;/g, "'");
     const att = attachmentForCid(unescaped, e.attachments);
     return att ? `${pre}/web/frames/${e.id}/cid/${encodeURIComponent(att.id)}"` : `${pre}about:blank"`;
   });
-  return `<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="x-dns-prefetch-control" content="off"><meta name="referrer" content="no-referrer"><base target="_blank"><style>${BASE_STYLE}</style></head><body>${html}</body></html>`;
+  return `<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="x-dns-prefetch-control" content="off"><meta name="referrer" content="no-referrer"><base target="_blank"><style>${BASE_STYLE}${remoteImages ? '' : BLOCKED_STYLE}</style></head><body>${html}</body></html>`;
 }

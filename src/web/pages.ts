@@ -6,9 +6,22 @@ import { decodeWords } from 'postal-mime';
 
 import { iso } from '../domain/clock.ts';
 import { mainActionLink } from '../domain/extract/links.ts';
+import { INLINE_IMAGE_TYPES } from './frame.ts';
 import { escapeHtml as esc } from '../domain/escape.ts';
 
 export { esc };
+
+/**
+ * Text whose `backtick spans` are code (caniemail's notes, spamd's rule descriptions): escaped, each
+ * closed pair of backticks shown as a <code> element; an unpaired backtick stays as text.
+ */
+export function withCode(text: string): string {
+  const parts = text.split('`');
+  return parts.map((part, i) => {
+    if (i % 2 === 0) return esc(part);
+    return i === parts.length - 1 ? `\`${esc(part)}` : `<code>${esc(part)}</code>`;
+  }).join('');
+}
 
 /** `/inbox/<address>` as web_url writes it (docs/contract-decisions.md): the address percent-encoded, `@` kept. */
 export const inboxPath = (address: string): string => `/inbox/${encodeURIComponent(address).replace(/%40/g, '@')}`;
@@ -166,7 +179,7 @@ function senderChecks(e: EmailFull): string {
     if ('error' in e.spam) out += `<section class="check spam-check"><h3>Spam score</h3><p class="muted">No score: ${esc(e.spam.error)}.</p></section>`;
     else {
       const s = e.spam;
-      const rules = s.rules.map((r) => `<tr><td class="num">${esc(r.score.toFixed(1))}</td><th scope="row"><code>${esc(r.name)}</code></th><td>${esc(r.description)}</td></tr>`).join('');
+      const rules = s.rules.map((r) => `<tr><td class="num">${esc(r.score.toFixed(1))}</td><th scope="row"><code>${esc(r.name)}</code></th><td>${withCode(r.description)}</td></tr>`).join('');
       out += `<section class="check spam-check"><h3>Spam score</h3><p class="spam-verdict"><strong>${esc(s.score.toFixed(1))}</strong> of ${esc(s.threshold.toFixed(1))}: ${s.isSpam ? 'SpamAssassin would call this spam' : 'not spam by SpamAssassin'}${s.truncated ? ' <span class="muted">(first 512 KiB checked)</span>' : ''}</p>${rules ? `<div class="table-wrap"><table class="spam-rules"><thead><tr><th>Points</th><th>Rule</th><th>Meaning</th></tr></thead><tbody>${rules}</tbody></table></div>` : ''}</section>`;
     }
   }
@@ -175,8 +188,8 @@ function senderChecks(e: EmailFull): string {
     if (c.error) out += `<section class="check html-check"><h3>HTML compatibility</h3><p class="muted">Not checked: ${esc(c.error.replace(/_/g, ' '))}.</p></section>`;
     else {
       const items = c.features.map((f) => {
-        const clients = f.clients.map((cl) => `<li>${esc(cl.name)}: ${SUPPORT_WORD[cl.support]}${cl.notes.length ? ` <span class="muted">(${esc(cl.notes.join(' '))})</span>` : ''}</li>`).join('');
-        const title = f.url ? `<a href="${esc(f.url)}" target="_blank" rel="noopener noreferrer">${esc(f.feature)}</a>` : esc(f.feature);
+        const clients = f.clients.map((cl) => `<li>${esc(cl.name)}: ${SUPPORT_WORD[cl.support]}${cl.notes.length ? ` <span class="muted">(${cl.notes.map(withCode).join(' ')})</span>` : ''}</li>`).join('');
+        const title = f.url ? `<a href="${esc(f.url)}" target="_blank" rel="noopener noreferrer">${withCode(f.feature)}</a>` : withCode(f.feature);
         return `<li><strong class="feature">${title}</strong><ul>${clients}</ul></li>`;
       }).join('');
       out += `<section class="check html-check"><h3>HTML compatibility</h3><p class="html-support"><strong>${esc(String(c.supportedPercent))}%</strong> supported, ${esc(String(c.partialPercent))}% partly, ${esc(String(c.unsupportedPercent))}% not, across Gmail, Outlook, Apple Mail and Yahoo (data: caniemail.com)${c.truncated ? ' <span class="muted">(checked in part: the first 128 KiB, its CSS bounded)</span>' : ''}</p>${items ? `<ul class="html-features">${items}</ul>` : '<p class="muted">Every feature this HTML uses works in all of them.</p>'}</section>`;
@@ -197,6 +210,9 @@ function decodeHeader(value: string): string {
 
 /** The email's own HTML is never part of this page: only the address of its isolated frame. */
 
+/** What the "Details" hold (collapsed on phones, so that the body starts on the first screen). */
+const metaSummary = (e: EmailFull): string => (e.cc ? 'to, cc, authentication, times' : 'to, authentication, times');
+
 /** The verdicts on one line, with a plain-words hint for each failure (docs/authentication.md). */
 function authenticationRow(e: EmailFull): string {
   const a = e.authentication;
@@ -213,7 +229,14 @@ export function emailPage(assets: Assets, e: EmailFull): string {
   const row = (label: string, value: string) => (value ? `<dt>${label}</dt><dd>${value}</dd>` : '');
   const attachments = e.attachments.length === 0 ? '' : `<section class="card attachments" aria-labelledby="att-h">
 <h2 id="att-h">Attachments (${e.attachments.length})</h2>
-<ul>${e.attachments.map((a) => `<li><a class="download" href="/api/v1/emails/${esc(e.id)}/attachments/${esc(encodeURIComponent(a.id))}" download="${esc(a.filename)}">${esc(a.filename)}</a> <span class="muted">${esc(humanSize(a.sizeBytes))} · ${esc(a.contentType)}</span></li>`).join('')}</ul>
+<ul>${e.attachments.map((a) => {
+    const id = encodeURIComponent(a.id);
+    // a raster image shows as a thumbnail from the email's own image route (raster only, nosniff, sandboxed: routes.ts); never SVG
+    const thumb = INLINE_IMAGE_TYPES.has(a.contentType)
+      ? `<img class="thumb" src="/web/frames/${esc(encodeURIComponent(e.id))}/cid/${esc(id)}" alt="" width="56" height="56" loading="lazy" decoding="async">`
+      : '';
+    return `<li${thumb ? ' class="has-thumb"' : ''}>${thumb}<span class="att-text"><a class="download" href="/api/v1/emails/${esc(e.id)}/attachments/${esc(id)}" download="${esc(a.filename)}">${esc(a.filename)}</a> <span class="muted">${esc(humanSize(a.sizeBytes))} · ${esc(a.contentType)}</span></span></li>`;
+  }).join('')}</ul>
 </section>`;
   // decoded (RFC 2047 encoded words) by default, the value as received one click away
   const headers = e.headers.map((h) => {
@@ -224,8 +247,12 @@ export function emailPage(assets: Assets, e: EmailFull): string {
   const body = `<nav class="crumbs"><a id="back" href="${esc(inboxPath(e.address))}">← ${esc(e.address)}</a></nav>
 <article class="email">
 <h1 class="subject">${e.subject ? esc(e.subject) : '<span class="muted">(no subject)</span>'}</h1>
+<div id="meta" class="meta-block">
 <dl class="meta">
 ${row('From', esc(e.sender) || '<span class="muted">(none)</span>')}
+</dl>
+<details class="meta-more" id="meta-more" open><summary>Details <span class="muted">(${esc(metaSummary(e))})</span></summary>
+<dl class="meta">
 ${row('Mailed by', esc(e.mailedBy ?? ''))}
 ${row('Authentication', authenticationRow(e))}
 ${row('To', esc(e.to))}
@@ -233,15 +260,16 @@ ${row('Cc', esc(e.cc))}
 ${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e.receivedAt)}">${utc(e.receivedAt)}</time>`)}
 ${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
 </dl>
+</details>
+</div>
 ${extracted(e)}
 <div class="actions"><button id="delete-email" type="button" class="danger">Delete email</button> <a id="download-eml" class="button" href="/api/v1/emails/${esc(e.id)}/raw" download="${esc(e.id)}.eml">Download .eml</a></div>
 ${attachments}
 <div class="tabs" role="tablist" aria-label="Email body">${hasHtml ? tab('html', 'HTML') : ''}${tab('text', 'Plain text')}${tab('headers', `Headers (${e.headers.length})`)}${tab('links', `Links (${e.links.length})`)}${checks ? tab('checks', 'Checks') : ''}${tab('source', 'Source')}</div>
 ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html" class="panel"${first === 'html' ? '' : ' hidden'}>
-<div class="frame-bar">${hasRemoteContent(e.htmlBody ?? '')
-    ? '<span class="muted">Shown isolated: no scripts, no forms. Remote images are blocked so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button>'
-    : '<span class="muted">Shown isolated: no scripts, no forms, nothing loaded from elsewhere.</span>'}</div>
-<div class="frame-tools"><span class="preview-widths" role="group" aria-label="Preview width"><button type="button" data-width="375" aria-pressed="false">Phone</button><button type="button" data-width="768" aria-pressed="false">Tablet</button><button type="button" data-width="" aria-pressed="true">Full width</button></span><button id="zoom-toggle" type="button" aria-pressed="false" hidden>Zoom 100%</button></div>
+<div class="frame-bar"><span class="muted frame-note">${hasRemoteContent(e.htmlBody ?? '')
+    ? 'Shown isolated: no scripts, no forms. Remote images are blocked, so tracking pixels do not fire.</span><button id="load-images" type="button">Load remote images</button>'
+    : 'Shown isolated: no scripts, no forms, nothing loaded from elsewhere.</span>'}<span class="frame-tools"><span class="preview-widths" role="group" aria-label="Preview width"><button type="button" data-width="375" aria-pressed="false">Phone</button><button type="button" data-width="768" aria-pressed="false">Tablet</button><button type="button" data-width="" aria-pressed="true">Full width</button></span><button id="zoom-toggle" type="button" aria-pressed="false" hidden>Zoom 100%</button></span></div>
 <div class="frame-wrap"><iframe id="body-frame" title="Email body (isolated)" sandbox="allow-same-origin allow-popups allow-popups-to-escape-sandbox" referrerpolicy="no-referrer" loading="eager" src="/web/frames/${esc(e.id)}"></iframe></div>
 </section>` : ''}
 <section id="panel-text" role="tabpanel" aria-labelledby="tab-text" class="panel"${first === 'text' ? '' : ' hidden'}>

@@ -12,7 +12,7 @@ import { readerOf } from '../services/views.ts';
 import { loadAssets } from './assets.ts';
 import { INLINE_IMAGE_TYPES, frameDocument } from './frame.ts';
 import { emailPage, emailPath, homePage, inboxPage, inboxPath, messagePage } from './pages.ts';
-import { WEB_LIMITS, frameHeaders, pageHeaders } from './security.ts';
+import { WEB_LIMITS, frameHeaders, imagePathOf, pageHeaders } from './security.ts';
 
 type Params = { address?: string; id?: string; attachment_id?: string; file?: string };
 
@@ -21,9 +21,9 @@ export function registerWeb(app: FastifyInstance, core: Core): void {
   const { urls, byPath } = loadAssets();
 
   // Inboxes are public to anyone with the address, never to search engines: every page but `/` is noindex.
-  const html = (reply: FastifyReply, status: number, body: string) => {
+  const html = (reply: FastifyReply, status: number, body: string, imagePath = '') => {
     if (reply.request.url !== '/') reply.header('x-robots-tag', 'noindex, nofollow, noarchive');
-    return pageHeaders(reply).code(status).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
+    return pageHeaders(reply, imagePath).code(status).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
   };
 
   /** Counts a web request in the IP's web bucket; answers 429 itself and returns false when over. */
@@ -81,7 +81,7 @@ export function registerWeb(app: FastifyInstance, core: Core): void {
       const email = await getEmail(core, request.params.id ?? '', readerOf(request.ip));
       // one address per email: a path naming another inbox points at the email's own
       if (email.address !== inbox || request.params.id !== email.id) return reply.code(301).header('location', emailPath(email.address, email.id)).send();
-      return html(reply, 200, emailPage(urls, email));
+      return html(reply, 200, emailPage(urls, email), imagePathOf(email.id));
     } catch (err) {
       return errorPage(reply, err, inbox ? { href: inboxPath(inbox), label: `Back to ${inbox}` } : undefined);
     }
@@ -92,7 +92,7 @@ export function registerWeb(app: FastifyInstance, core: Core): void {
     const remote = request.query.images === '1';
     try {
       const email = await getEmail(core, request.params.id ?? '', readerOf(request.ip));
-      return frameHeaders(reply, remote, email.id).type('text/html; charset=utf-8').send(frameDocument(email));
+      return frameHeaders(reply, remote, email.id).type('text/html; charset=utf-8').send(frameDocument(email, remote));
     } catch (err) {
       if (!(err instanceof AppError) || err.type !== 'not_found') throw err;
       return frameHeaders(reply, false).code(404).type('text/plain; charset=utf-8').send('This email is gone.');

@@ -6,13 +6,15 @@ import type { FastifyReply } from 'fastify';
  * The pages: script and stylesheet only from our asset path (never from the rest of our origin,
  * where attachments are served: a future injection could not load one as script), API calls to our
  * origin, frames only from our frame path. `origin` is the one the browser used (scheme and Host).
+ * Images: `data:` (the icon) and, on an email's page, that email's own image route (`imagePath`,
+ * the attachment thumbnails: raster only, nosniff, sandboxed), never the rest of our origin.
  */
-export function pageCsp(origin: string): string {
+export function pageCsp(origin: string, imagePath = ''): string {
   return [
     "default-src 'none'",
     `script-src ${origin}/web/assets/`,
     `style-src ${origin}/web/assets/`,
-    "img-src 'self' data:",
+    `img-src ${imagePath ? `${origin}${imagePath} ` : ''}data:`,
     "connect-src 'self'",
     `frame-src ${origin}/web/frames/`,
     "form-action 'self'",
@@ -48,9 +50,10 @@ export function frameCsp(remoteImages: boolean, cidPath = ''): string {
 /** The origin the browser used for this request. */
 export const originOf = (reply: FastifyReply) => `${reply.request.protocol}://${reply.request.host}`;
 
-export function pageHeaders(reply: FastifyReply): FastifyReply {
+/** `imagePath`: the one path the page may show images from besides data: (pageCsp). */
+export function pageHeaders(reply: FastifyReply, imagePath = ''): FastifyReply {
   return reply
-    .header('content-security-policy', pageCsp(originOf(reply)))
+    .header('content-security-policy', pageCsp(originOf(reply), imagePath))
     .header('x-content-type-options', 'nosniff')
     .header('x-frame-options', 'DENY')
     .header('referrer-policy', 'no-referrer')
@@ -58,8 +61,11 @@ export function pageHeaders(reply: FastifyReply): FastifyReply {
     .header('permissions-policy', 'camera=(), microphone=(), geolocation=(), payment=(), usb=()');
 }
 
+/** The email's own image route: its inline (cid:) images in the frame, its image attachments' thumbnails on its page. */
+export const imagePathOf = (emailId: string) => `/web/frames/${encodeURIComponent(emailId)}/cid/`;
+
 export function frameHeaders(reply: FastifyReply, remoteImages: boolean, emailId = ''): FastifyReply {
-  const cidPath = emailId ? `${originOf(reply)}/web/frames/${encodeURIComponent(emailId)}/cid/` : '';
+  const cidPath = emailId ? `${originOf(reply)}${imagePathOf(emailId)}` : '';
   return reply
     .header('content-security-policy', frameCsp(remoteImages, cidPath))
     .header('x-content-type-options', 'nosniff')

@@ -162,7 +162,7 @@ test('a hostile email through SMTP: nothing executes, nothing loads, until remot
   assert.equal(w.popups.length, 0, 'no window was opened');
   // the subject, sender and file names are text, not markup
   assert.match(await w.page.locator('h1.subject').innerText(), /<script>top\.__pwned="subject"<\/script>/);
-  assert.match(await w.page.locator('dl.meta').innerText(), /<img src=x onerror=top\.__pwned=1>/);
+  assert.match(await w.page.locator('#meta').innerText(), /<img src=x onerror=top\.__pwned=1>/);
   assert.match(await w.page.locator('.attachments').innerText(), /<img src=x onerror=top\.__pwned=9>\.txt/);
   await screenshots(w.page, 'email-hostile');
   // the plain-text tab shows markup as text; a URL in it is a link, not a load
@@ -245,7 +245,7 @@ test('the same email stored raw, past the sanitizer: the frame alone keeps it in
 test('headers: pages and frames carry their CSP; downloads never render', async () => {
   const page = await svc.api('/');
   const origin = svc.http;
-  assert.equal(page.headers.get('content-security-policy'), `default-src 'none'; script-src ${origin}/web/assets/; style-src ${origin}/web/assets/; img-src 'self' data:; connect-src 'self'; frame-src ${origin}/web/frames/; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`, 'script only from the asset path, never an attachment URL');
+  assert.equal(page.headers.get('content-security-policy'), `default-src 'none'; script-src ${origin}/web/assets/; style-src ${origin}/web/assets/; img-src data:; connect-src 'self'; frame-src ${origin}/web/frames/; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`, 'script only from the asset path, never an attachment URL; images only data: (an email\'s page adds its own image route: phone.test.ts)');
   assert.equal(page.headers.get('x-frame-options'), 'DENY');
   assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
   const list = await (await svc.api('/api/v1/inboxes/victim@ephemail.test/emails')).json();

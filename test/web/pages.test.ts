@@ -116,7 +116,7 @@ test('the email view: sender, recipients, subject, headers, isolated HTML, plain
   await page.waitForURL(/\/inbox\/.+\/[0-9a-f-]{36}$/);
   emailId = page.url().split('/').pop()!;
   assert.equal(await page.locator('h1.subject').innerText(), 'Your invoice');
-  const meta = await page.locator('dl.meta').innerText();
+  const meta = await page.locator('#meta').innerText();
   assert.match(meta, /Bob Builder <bob@example\.net>/);
   assert.match(meta, new RegExp(address.replace('.', '\\.')));
   assert.match(meta, /deleted in/);

@@ -62,7 +62,12 @@ function fitFrame(frame) {
     root.style.overflowY = 'hidden';
     root.style.zoom = '';
     const avail = frame.clientWidth;
-    const natural = Math.max(root.scrollWidth, doc.body.scrollWidth);
+    // a mail wider than its body overflows past the body's right padding: count that padding too, so
+    // the scaled mail keeps the same margin on the right as on the left instead of touching the edge
+    const bodyStyle = doc.defaultView ? doc.defaultView.getComputedStyle(doc.body) : null;
+    const padRight = bodyStyle ? parseFloat(bodyStyle.paddingRight) || 0 : 0;
+    const overflowing = doc.body.scrollWidth > doc.body.clientWidth + 1;
+    const natural = Math.max(root.scrollWidth, doc.body.scrollWidth + (overflowing ? padRight : 0));
     const wide = natural > avail + 1;
     zoomBtn.hidden = !wide;
     const scale = wide && !actualSize ? avail / natural : 1;
@@ -118,10 +123,24 @@ function linkify(pre) {
   }
 }
 
+/** On a phone the details under From (recipients, authentication, times) start collapsed: the body comes first. */
+const PHONE = '(max-width: 40rem)';
+
 export function emailView({ toast }) {
   const id = document.body.dataset.id;
   const inboxHref = document.body.dataset.inbox;
   rememberRead(id);
+  const more = $('#meta-more');
+  if (more && matchMedia(PHONE).matches) more.open = false;
+  // a thumbnail that does not decode (a mislabelled attachment) is removed, not shown broken
+  for (const img of document.querySelectorAll('img.thumb')) {
+    const drop = () => {
+      img.closest('li')?.classList.remove('has-thumb');
+      img.remove();
+    };
+    if (img.complete && img.naturalWidth === 0 && img.currentSrc) drop();
+    else img.addEventListener('error', drop);
+  }
   const loadSource = sourceLoader(id);
   setupTabs((tab) => tab.id === 'tab-source' && loadSource());
 

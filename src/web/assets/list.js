@@ -18,6 +18,22 @@ function readIds() {
   }
 }
 
+const CLIP_PATH = 'M16.5 6.5v10a4.5 4.5 0 0 1-9 0V5a3 3 0 0 1 6 0v10.5a1.5 1.5 0 0 1-3 0V6.5';
+const TRASH_PATH = 'M4 7h16M10 11v6M14 11v6M6 7l1 13h10l1-13M9 7V4h6v3';
+
+/** A 1em line icon (inline SVG, drawn in the text colour); decorative: the control names itself. */
+function icon(d) {
+  const ns = 'http://www.w3.org/2000/svg';
+  const svg = document.createElementNS(ns, 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('aria-hidden', 'true');
+  svg.setAttribute('class', 'icon');
+  const path = document.createElementNS(ns, 'path');
+  path.setAttribute('d', d);
+  svg.append(path);
+  return svg;
+}
+
 const STATUS = {
   live: [true, 'Live: new mail appears here by itself'],
   reconnecting: [false, 'Reconnecting…'],
@@ -52,17 +68,25 @@ export function inboxView({ toast, clock }) {
     t.title = m.received_at.replace('T', ' ').slice(0, 19) + ' UTC';
     top.append(from, t);
     const bottom = el('span', 'row-bottom');
-    const subject = el('span', 'subject', m.subject || '(no subject)');
-    if (m.has_attachments) subject.append(el('span', 'clip', ' · attachment'));
+    // the subject is cut with an ellipsis; the attachment marker stays outside it, so it is never cut off
+    const line = el('span', 'subject-line');
+    line.append(el('span', 'subject', m.subject || '(no subject)'));
+    if (m.has_attachments) {
+      const clip = el('span', 'clip');
+      clip.title = 'Has attachments';
+      clip.append(icon(CLIP_PATH), el('span', 'clip-word', 'attachment'));
+      line.append(clip);
+    }
     const ttl = el('time', 'ttl');
     ttl.dateTime = m.expires_at;
     ttl.dataset.countdown = '';
-    bottom.append(subject, ttl);
+    bottom.append(line, ttl);
     const extra = el('span', 'row-extra');
     extra.hidden = true;
     a.append(top, bottom, extra);
-    const del = el('button', 'del', 'Delete');
+    const del = el('button', 'del');
     del.type = 'button';
+    del.append(icon(TRASH_PATH), el('span', 'del-word', 'Delete'));
     del.setAttribute('aria-label', 'Delete email "' + (m.subject || '(no subject)') + '" from ' + (m.sender || 'unknown sender'));
     del.addEventListener('click', () => deleteOne(m.id, li));
     li.append(a, del);
