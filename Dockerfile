@@ -20,8 +20,8 @@ ARG BASE_IMAGE=node:24-bookworm-slim
 FROM ${BASE_IMAGE} AS deps
 ARG NODE_EXTRA_CA_CERTS
 WORKDIR /app
-# - production dependencies only: the bundle is made by esbuild, which tsx (a production
-#   dependency, the EPHEMAIL_TSX=1 fallback) brings; the dev dependencies are test tools.
+# - production dependencies only: the service runs the bundle (dist/) and needs no build tool;
+#   esbuild, a dev dependency, is installed apart below, for the build stage only.
 # - --ignore-scripts: no install script of any dependency is needed (better-sqlite3 13 ships its
 #   prebuilt binaries in the package, esbuild finds its binary through @esbuild/<platform>); the
 #   root `prepare` (the bundle) is the build stage below.
@@ -38,20 +38,24 @@ for(const f of fs.readdirSync(p+'prebuilds'))if(f!==keep)fs.rmSync(p+'prebuilds/
 if(!fs.existsSync(p+'prebuilds/'+keep))throw new Error('no prebuilt better-sqlite3 for '+keep);\
 for(const d of ['deps','src','build'])fs.rmSync(p+d,{recursive:true,force:true})" \
  && node -e "new (require('better-sqlite3'))(':memory:').prepare('select 1').get()"
+# esbuild for the build stage, at the lockfile's version, in /esbuild (not /app/node_modules: nothing of
+# it reaches the runtime stage)
+RUN mkdir /esbuild && cd /esbuild && echo '{"private":true}' > package.json \
+ && npm install --ignore-scripts --no-package-lock --no-audit --no-fund \
+      "esbuild@$(node -p "require('/app/package-lock.json').packages['node_modules/esbuild'].version")"
 
 # ---- build: the bundle of src/ (scripts/build.mjs, what `npm ci`'s prepare does) ----------------
 FROM ${BASE_IMAGE} AS build
 WORKDIR /app
 # esbuild is all the bundle needs (packages stay external); copying only it keeps this stage quick
-COPY --from=deps /app/node_modules/esbuild node_modules/esbuild
-COPY --from=deps /app/node_modules/@esbuild node_modules/@esbuild
+COPY --from=deps /esbuild/node_modules node_modules
 COPY package.json tsconfig.json ./
 COPY scripts/build.mjs scripts/build.mjs
 COPY src src
 COPY bin bin
-# bin/ephemail.js runs this bundle as long as its fingerprint (src/, tsconfig.json, build.mjs)
-# matches: the runtime stage copies exactly these files, so it never rebuilds there.
-RUN node scripts/build.mjs --strict && mkdir -p /data
+# dist/: bin/ephemail.js runs it and never builds; the runtime stage copies exactly the files its
+# fingerprint is made of (src/, tsconfig.json, build.mjs), so it finds it current (no stale warning).
+RUN node scripts/build.mjs && mkdir -p /data
 
 # ---- runtime -------------------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
@@ -70,7 +74,7 @@ WORKDIR /app
 # a build that mounts a file for RUN steps (the CA bundle above) would leave its mount point here.
 # node_modules from deps (a layer reused until the lockfile changes), the bundle from build.
 COPY --from=deps /app/node_modules node_modules
-COPY --from=build /app/node_modules/.cache node_modules/.cache
+COPY --from=build /app/dist dist
 COPY --from=build /app/package.json /app/tsconfig.json ./
 COPY --from=build /app/scripts scripts
 COPY --from=build /app/src src
