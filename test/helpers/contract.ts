@@ -108,12 +108,3 @@ export async function listAll(api: (p: string, i?: RequestInit) => Promise<Respo
   return (await res.json()).data;
 }
 
-/**
- * Minute windows are fixed (docs/contract-decisions.md): a test that counts requests within one window waits
- * out the last `marginMs` of a minute so the window cannot roll over under it.
- */
-export async function awayFromMinuteEdge(marginMs = 5000): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  // wall clock: the service's limiter minute is the real one here (no injected clock)
-  if (left < marginMs) await new Promise((r) => setTimeout(r, left + 50));
-}

@@ -7,9 +7,10 @@
 // or the line above, in one of these forms:
 //   // quiet window: ...     the test asserts that NOTHING happens in this window
 //   // poll: ...             the interval of a loop that waits for an observable (until() itself)
-//   // wall clock: ...       the real clock of another process must pass a point (a limiter minute)
 //   // slow on purpose: ...  the delay is the scenario (a slow fake dependency, traffic's pace)
 //   // unobservable: ...     nothing outside the code under test shows the state yet (a known debt)
+// No test waits for the wall clock to pass a point (a fresh limiter minute, midnight): it moves the
+// service's clock (movableClock: freshMinute, toMidday, advance), building the service in this process.
 // An elapsed-time assert stays only where the time is the behaviour under test, generous and
 // one-sided where it is an upper bound, with `// bound: ...` on its line or the line above.
 import type { Clock } from '../../src/domain/clock.ts';
@@ -34,13 +35,26 @@ export function cpuMs<T>(fn: () => T): { value: T; ms: number } {
   return { value, ms: (used.user + used.system) / 1000 };
 }
 
-/** A service clock that runs with real time and can be moved forward (`advance`). */
-export function movableClock(): Clock & { advance(ms: number): void } {
+/** A service clock that runs with real time and can be moved forward (`advance`, `freshMinute`, `toMidday`). */
+export function movableClock(): Clock & { advance(ms: number): void; freshMinute(): void; toMidday(): void } {
   let offset = 0;
+  const now = () => Date.now() + offset;
   return {
-    now: () => Date.now() + offset,
+    now,
     advance(ms: number) {
       offset += ms;
+    },
+    /**
+     * Moves to the first millisecond of the next minute: the limiter's windows are fixed minutes, so a
+     * test that counts requests within one window calls this first and has a whole minute of real time.
+     */
+    freshMinute() {
+      offset += 60_000 - (now() % 60_000);
+    },
+    /** Moves to the next 12:00:00 UTC: a test of the daily quota is half a day from either of its ends. */
+    toMidday() {
+      const DAY = 86_400_000;
+      offset += (DAY + DAY / 2 - (now() % DAY)) % DAY;
     },
   };
 }

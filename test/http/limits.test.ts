@@ -1,8 +1,11 @@
 // Keys and limits (spec: Authentication, Limits; docs/contract-decisions.md "POST /keys", "Rate-limit windows").
+// A test that counts within one fixed window owns the service's clock: it moves it to a fresh minute
+// (or to midday, for the daily quota) instead of waiting for one.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startService, type TestService } from '../helpers/service.ts';
-import { awayFromMinuteEdge, expectError, expectLimitHeaders } from '../helpers/contract.ts';
+import { expectError, expectLimitHeaders } from '../helpers/contract.ts';
+import { movableClock } from '../helpers/time.ts';
 
 const baseOf = (svc: TestService) => svc.http.replace('127.0.0.1', 'localhost');
 const mint = async (svc: TestService, label = '') => {
@@ -40,8 +43,9 @@ describe('key minting: 3 per IP per 24 h', () => {
 describe('authentication', () => {
   let svc: TestService;
   let key: string;
+  const clock = movableClock();
   before(async () => {
-    svc = await startService();
+    svc = await startService({}, { clock });
     key = await mint(svc, 'auth');
   });
   after(() => svc.stop());
@@ -86,7 +90,7 @@ describe('authentication', () => {
   });
 
   test('a key has its own bucket: key requests do not use the IP bucket', async () => {
-    await awayFromMinuteEdge();
+    clock.freshMinute();
     const before = (await (await svc.api('/api/v1/me')).json()).data.usage.requests_this_minute;
     for (let i = 0; i < 5; i++) await svc.api('/api/v1/domains', { headers: { 'x-api-key': key } });
     const afterAnon = (await (await svc.api('/api/v1/me')).json()).data.usage.requests_this_minute;
@@ -99,11 +103,12 @@ describe('authentication', () => {
 
 describe('anonymous per-minute limit (5)', () => {
   let svc: TestService;
-  before(async () => (svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5' })));
+  const clock = movableClock();
+  before(async () => (svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5' }, { clock })));
   after(() => svc.stop());
 
   test('remaining counts down; 6th → 429 rate_limited with retry-after; outside-quota endpoints unaffected', async () => {
-    await awayFromMinuteEdge();
+    clock.freshMinute();
     // POST /keys is inside the quota (the spec lists what is outside): it is request 1 of 5
     const key = await mint(svc);
     // the outside-quota endpoints and /me do not consume
@@ -123,7 +128,8 @@ describe('anonymous per-minute limit (5)', () => {
       assert.equal(res.status, 200);
       const h = expectLimitHeaders(res);
       remaining.push(h.remaining);
-      assert.ok(h.reset >= 1 && h.reset <= 60, `reset ${h.reset}`);
+      // the minute began at most a few seconds ago (freshMinute)
+      assert.ok(h.reset >= 50 && h.reset <= 60, `reset ${h.reset}`);
     }
     assert.deepEqual(remaining, [3, 2, 1, 0]);
     const me = (await (await svc.api('/api/v1/me')).json()).data;
@@ -132,7 +138,8 @@ describe('anonymous per-minute limit (5)', () => {
     const h = expectLimitHeaders(limited);
     assert.equal(h.remaining, 0);
     const e = await expectError(limited, 429, 'rate_limited', baseOf(svc));
-    assert.ok(Number(limited.headers.get('retry-after')) <= 60);
+    const retry = Number(limited.headers.get('retry-after'));
+    assert.ok(retry >= 50 && retry <= 60, `retry-after until the fresh minute ends: ${retry}`);
     assert.match(e.message, /minute/);
     await expectError(await svc.api('/api/v1/domains'), 429, 'rate_limited', baseOf(svc));
     await expectError(await svc.api('/api/v1/no-such-endpoint'), 429, 'rate_limited', baseOf(svc));
@@ -152,7 +159,11 @@ describe('anonymous per-minute limit (5)', () => {
 
 describe('daily quota', () => {
   let svc: TestService;
-  before(async () => (svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_DAY: '3', EPHEMAIL_LIMIT_KEY_PER_DAY: '2' })));
+  const clock = movableClock();
+  before(async () => {
+    clock.toMidday();
+    svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_DAY: '3', EPHEMAIL_LIMIT_KEY_PER_DAY: '2' }, { clock });
+  });
   after(() => svc.stop());
 
   let key: string;
@@ -163,7 +174,7 @@ describe('daily quota', () => {
     expectLimitHeaders(res);
     const e = await expectError(res, 429, 'quota_exceeded', baseOf(svc));
     assert.match(e.message, /quota|day|daily/i);
-    const now = new Date();
+    const now = new Date(clock.now());
     const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
     const expected = (midnight - now.getTime()) / 1000;
     const ra = Number(res.headers.get('retry-after'));
@@ -181,13 +192,18 @@ describe('daily quota', () => {
 
 describe('daily quota used up and the minute window too', () => {
   test('stays quota_exceeded (waiting does not help), never flips to rate_limited', async () => {
-    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_DAY: '3', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5' });
+    const clock = movableClock();
+    clock.toMidday();
+    clock.freshMinute();
+    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_DAY: '3', EPHEMAIL_LIMIT_ANON_PER_MINUTE: '5' }, { clock });
     try {
       for (let i = 0; i < 3; i++) assert.equal((await svc.api('/api/v1/domains')).status, 200);
+      // requests 4 to 9: past the day's 3, and from the 6th past the minute's 5 too
       for (let i = 0; i < 6; i++) {
         const res = await svc.api('/api/v1/domains');
         await expectError(res, 429, 'quota_exceeded', baseOf(svc));
-        assert.ok(Number(res.headers.get('retry-after')) > 60 || new Date().getUTCHours() === 23, 'retry-after points at 00:00 UTC, not the minute window');
+        const retry = Number(res.headers.get('retry-after'));
+        assert.ok(retry > 11 * 3600 && retry <= 12 * 3600, `retry-after points at 00:00 UTC (12 h away), not the minute window: ${retry}`);
       }
     } finally {
       await svc.stop();
@@ -197,11 +213,12 @@ describe('daily quota used up and the minute window too', () => {
 
 describe('exactly the limit under concurrency', () => {
   let svc: TestService;
-  before(async () => (svc = await startService()));
+  const clock = movableClock();
+  before(async () => (svc = await startService({}, { clock })));
   after(() => svc.stop());
 
   test('200 parallel anonymous requests with limit 60 → exactly 60 succeed', async () => {
-    await awayFromMinuteEdge();
+    clock.freshMinute();
     const results = await Promise.all(Array.from({ length: 200 }, async () => {
       const res = await svc.api('/api/v1/domains');
       await res.arrayBuffer();
@@ -216,8 +233,9 @@ describe('exactly the limit under concurrency', () => {
 
 describe('client IP behind a proxy (EPHEMAIL_TRUST_PROXY)', () => {
   test('untrusted: X-Forwarded-For is ignored, so it gives no fresh bucket', async () => {
-    await awayFromMinuteEdge();
-    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2' });
+    const clock = movableClock();
+    clock.freshMinute();
+    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2' }, { clock });
     try {
       for (let i = 0; i < 2; i++) assert.equal((await svc.api('/api/v1/domains', { headers: { 'x-forwarded-for': `10.0.0.${i}` } })).status, 200);
       await expectError(await svc.api('/api/v1/domains', { headers: { 'x-forwarded-for': '10.0.0.99' } }), 429, 'rate_limited', baseOf(svc));
@@ -227,8 +245,9 @@ describe('client IP behind a proxy (EPHEMAIL_TRUST_PROXY)', () => {
   });
 
   test('trusted: each forwarded client IP has its own bucket, and key minting counts per forwarded IP', async () => {
-    await awayFromMinuteEdge();
-    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2', EPHEMAIL_TRUST_PROXY: 'true' });
+    const clock = movableClock();
+    clock.freshMinute();
+    const svc = await startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '2', EPHEMAIL_TRUST_PROXY: 'true' }, { clock });
     try {
       const as = (ip: string, init: RequestInit = {}) => svc.api('/api/v1/domains', { ...init, headers: { 'x-forwarded-for': ip } });
       for (let i = 0; i < 2; i++) assert.equal((await as('203.0.113.1')).status, 200);

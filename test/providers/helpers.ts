@@ -1,13 +1,14 @@
 // What every provider test shares: a running service, the message each SDK sends (text, HTML, two
 // attachments, cc and bcc), and the checks through /api/v1 that it landed in each inbox as sent.
 import assert from 'node:assert/strict';
+import type { AssembleOptions } from '../../src/assemble.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 
 export type { TestService };
 
 /** A service whose anonymous bucket does not get in the way (the 429 tests start their own). */
-export function startProviderService(env: Record<string, string> = {}): Promise<TestService> {
-  return startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000', ...env });
+export function startProviderService(env: Record<string, string> = {}, options: AssembleOptions = {}): Promise<TestService> {
+  return startService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000', EPHEMAIL_LIMIT_ANON_PER_DAY: '1000000', ...env }, options);
 }
 
 /** Two attachments with bytes that are not text (a PNG header, a PDF with a high byte). */

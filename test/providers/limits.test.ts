@@ -11,7 +11,7 @@ import FormData from 'form-data';
 import Mailgun from 'mailgun.js';
 import * as postmark from 'postmark';
 import { Resend } from 'resend';
-import { awayFromMinuteEdge } from '../helpers/contract.ts';
+import { movableClock } from '../helpers/time.ts';
 import { addresses, assertNothingStored, startProviderService, type TestService } from './helpers.ts';
 
 function clients(svc: TestService) {
@@ -113,10 +113,12 @@ describe('a message over the size limit (5 MiB here)', () => {
 describe('a burst past the anonymous limit', () => {
   let svc: TestService;
   let c: ReturnType<typeof clients>;
+  // the service's clock: the burst and the test's calls in one fresh minute window
+  const clock = movableClock();
   before(async () => {
-    svc = await startProviderService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '4' });
+    svc = await startProviderService({ EPHEMAIL_LIMIT_ANON_PER_MINUTE: '4' }, { clock });
     c = clients(svc);
-    await awayFromMinuteEdge(15_000);
+    clock.freshMinute();
     // four calls use up the minute (each provider call counts as one request of this IP)
     for (let i = 0; i < 4; i++) {
       const res = await fetch(`${svc.http}/providers/resend/emails`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
@@ -170,10 +172,11 @@ describe('a burst past the anonymous limit', () => {
 describe('the SMTP caps apply to provider mail', () => {
   let svc: TestService;
   let c: ReturnType<typeof clients>;
+  const clock = movableClock();
   before(async () => {
-    svc = await startProviderService({ EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: '1' });
+    svc = await startProviderService({ EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: '1' }, { clock });
     c = clients(svc);
-    await awayFromMinuteEdge(15_000);
+    clock.freshMinute();
   });
   after(async () => {
     c.sesv2.destroy();
