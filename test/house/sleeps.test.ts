@@ -11,7 +11,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 /** A timer that resolves a promise (a sleep), a sleep()/delay() call, Playwright's fixed wait, the timers' promise API. */
 const SLEEP = /setTimeout\(\s*(?:r|res|resolve|done|ok|wake)\s*,|(?<![\w.])(?:sleep|delay)\(|\.waitForTimeout\(|node:timers\/promises/;
 const DEFINES = /^\s*(?:export )?(?:const|function) (?:sleep|delay)\b/;
-const SLEEP_TAG = /\/\/ (?:quiet window|poll|wall clock|slow on purpose|unobservable): \S/;
+const SLEEP_TAG = /\/\/ (?:quiet window|poll|slow on purpose|unobservable): \S/;
 /** An assert on the time between two readings of the clock, or on a variable named for one. */
 const ELAPSED = /assert[.\w]*\(.*(?:(?:Date|performance)\.now\(\)\s*-\s*[A-Za-z_]|\b(?:ms|elapsed|took|answeredIn|perLookup|worstHealth|afterMs|healthMs|\w+\.ms)\s*[<>]|\btime\(\(\) =>)/;
 const ELAPSED_TAG = /\/\/ bound: \S/;
@@ -40,7 +40,7 @@ function untagged(what: RegExp, tag: RegExp): string[] {
   return found;
 }
 
-test('every fixed sleep in test/ says why (// quiet window: | poll: | wall clock: | slow on purpose: | unobservable: ...)', () => {
+test('every fixed sleep in test/ says why (// quiet window: | poll: | slow on purpose: | unobservable: ...)', () => {
   const found = untagged(SLEEP, SLEEP_TAG);
   assert.deepEqual(found, [], `wait for what the test observes (until(), a gauge, an event, a movable clock), or tag the sleep:\n${found.join('\n')}`);
 });
