@@ -1,9 +1,44 @@
 // Ingest: one received message and its served recipients → the message stored once, one row per
 // inbox → wake-ups. Resolves only after the store made it durable; the SMTP 250 waits on it.
+// The adapters (smtp/, services/provider-mail.ts) hand over the bytes as received: the summary, and
+// where it is made (here on the event loop, or on the pool's `summary` lane), are this file's, and
+// so is what the authentication verdicts read of the message.
 import { verdictsInput } from '../derive/authentication-view.ts';
 import type { MessageSummary } from '../derive/summary.ts';
 import type { MessageEnvelope, NewEmail, StoredEmail } from '../store/store.ts';
 import type { Core } from './core.ts';
+
+/** Messages up to this size may be summarized on the event loop (a linear scan: tens of µs). */
+export const FAST_HERE_BYTES = 128 * 1024;
+
+export interface Ingest {
+  /**
+   * Summarizes a message as received, then stores it (ingest below). A small, plainly structured
+   * message is summarized right here (one linear pass over at most FAST_HERE_BYTES, no body
+   * decoded): a worker round trip would cost more than the work. Anything else goes to the
+   * `summary` lane, which `raw` is handed to when it owns its buffer (an unpooled one).
+   */
+  receive(raw: Uint8Array, recipients: string[], mailedBy: string | null, envelope?: MessageEnvelope): Promise<StoredEmail[]>;
+}
+
+export function createIngest(core: Core): Ingest {
+  const summaries = core.workers.summary;
+  // the summary module is loaded on the first message (its fast path then runs without a wait)
+  let loading: Promise<typeof import('../derive/summary.ts')> | null = null;
+  let fastSummary: typeof import('../derive/summary.ts').fastSummary | null = null;
+  return {
+    async receive(raw, recipients, mailedBy, envelope) {
+      let summary: MessageSummary | null = null;
+      if (raw.byteLength <= FAST_HERE_BYTES) {
+        fastSummary ??= (await (loading ??= import('../derive/summary.ts'))).fastSummary;
+        const fast = fastSummary(raw);
+        if (fast) summary = { raw, ...fast };
+      }
+      summary ??= await summaries.run('summarize', raw, core.config);
+      return ingest(core, summary, recipients, mailedBy, envelope);
+    },
+  };
+}
 
 /**
  * `envelope`: the SMTP session's client IP, HELO name and MAIL FROM, kept with the message for its

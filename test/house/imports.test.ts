@@ -1,7 +1,8 @@
 // The house's layering (docs/house-style.md, docs/architecture.md), read from the imports of src/**/*.ts
 // (static, type-only, re-exports and dynamic import() alike):
 // - domain/ imports nothing of the project outside domain/;
-// - derive/ nothing from services/, store/ or a transport; services/ nothing from smtp/, http/, mcp/, web/; smtp/ nothing from mcp/, http/, web/;
+// - derive/ nothing from services/, store/ or a transport; services/ nothing from smtp/, http/, mcp/, web/;
+//   smtp/ nothing from mcp/, http/, web/, nor from derive/ (an adapter of ingest: services/ingest.ts parses);
 //   mcp/ nothing from http/, web/; store/ nothing from services/;
 // - no package is imported by a private path (`pkg/lib/…`, `pkg/dist/…`);
 // and no module-level mutable state: no top-level `let` or `var`, no top-level empty Map, Set,
@@ -19,7 +20,8 @@ const SRC = resolve(import.meta.dirname, '../../src');
 const FORBIDDEN: Record<string, readonly string[]> = {
   derive: ['services', 'smtp', 'http', 'mcp', 'web', 'store'],
   services: ['smtp', 'http', 'mcp', 'web'],
-  smtp: ['mcp', 'http', 'web'],
+  // the SMTP adapter hands bytes to ingest (services/ingest.ts), which picks where they are parsed
+  smtp: ['mcp', 'http', 'web', 'derive'],
   mcp: ['http', 'web'],
   store: ['services'],
 };
@@ -77,6 +79,17 @@ test('the layers import only downward (domain/ from domain/ alone; no transport 
   assert.deepEqual(broken.filter((e) => !ALLOWED_EDGES.has(e)), [], 'imports that run against the layering');
   const gone = [...ALLOWED_EDGES].filter((e) => !broken.includes(e));
   assert.deepEqual(gone, [], 'allowed edges that no longer exist: delete them from ALLOWED_EDGES');
+});
+
+test('the SMTP adapter imports nothing from derive/: ingest (services/ingest.ts) picks where a message is parsed', () => {
+  const smtp = files.filter((f) => folderOf(f.rel) === 'smtp');
+  assert.ok(smtp.some((f) => f.rel === 'smtp/data.ts'), 'the DATA phase is read');
+  const fromDerive = smtp.flatMap((f) => importsOf(f.text)
+    .filter((spec) => spec.startsWith('.'))
+    .map((spec) => posix.normalize(posix.join(posix.dirname(f.rel), spec)))
+    .filter((target) => folderOf(target) === 'derive')
+    .map((target) => `${f.rel} -> ${target}`));
+  assert.deepEqual(fromDerive, []);
 });
 
 test('no package is imported by a private path', () => {

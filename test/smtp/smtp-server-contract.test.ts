@@ -2,7 +2,7 @@
 // version, so that an upgrade that changes it fails here rather than in a sender's log:
 // - smtp-server still adds an enhanced status code of its own choosing to a handler's reply, even one
 //   whose text names its own (550 → 5.1.1). When this test fails, smtp-server sends such replies as
-//   written: delete sendOwnEnhancedCodes (src/smtp/server.ts) and this test.
+//   written: delete the enhanced-code part of wrapSend (src/smtp/replies.ts) and this test.
 // - the receiver changes nothing process-wide: a plain SMTPServer in the same process (this file loads
 //   src/smtp/server.ts) keeps smtp-server's own behaviour.
 // - during onConnect the connection is in the public `connections` set with the session onConnect
