@@ -42,24 +42,6 @@ export function isStubTextPart(text: string): boolean {
   return plain.length <= 300 && STUB_PHRASES.some((re) => re.test(plain));
 }
 
-/** HTML prefixes tried before the whole part: only the first 10,000 characters of text are needed. */
-const HTML_PREFIXES = [200_000, 1_000_000];
-
-/**
- * htmlToText on the shortest prefix of the HTML that yields well over BODY_MAX_CHARS of text (a
- * newsletter of several MB costs seconds to convert whole). Text is produced in document order, so
- * the characters kept never depend on where the prefix was cut; an element left open by the cut
- * (a hidden block, say) only shortens the text, and then a longer prefix is tried.
- */
-export function htmlBodyToText(html: string): string {
-  for (const n of HTML_PREFIXES) {
-    if (html.length <= n) break;
-    const text = htmlToText(html.slice(0, n));
-    if (text.length > BODY_MAX_CHARS + 1000) return text;
-  }
-  return htmlToText(html);
-}
-
 export type BodySource = 'text' | 'html' | 'none';
 
 /** Which part of the email the body comes from, and its raw text (before hygiene and the cut). */
@@ -67,7 +49,8 @@ export function chooseBody(textBody: string | null, htmlBody: string | null): { 
   const hasHtml = htmlBody !== null && htmlBody.trim() !== '';
   if (textBody !== null && textBody.trim() !== '' && !(hasHtml && isStubTextPart(textBody))) return { source: 'text', text: textBody };
   if (hasHtml) {
-    const text = htmlBodyToText(htmlBody);
+    // only the first BODY_MAX_CHARS of text are kept: a prefix of a long HTML part is enough
+    const text = htmlToText(htmlBody, BODY_MAX_CHARS + 1000);
     // an HTML part with no readable text (only images, say): the stub still says more than nothing
     if (text.trim() === '' && textBody !== null && textBody.trim() !== '') return { source: 'text', text: textBody };
     return { source: 'html', text };

@@ -1,7 +1,7 @@
 // Email HTML rules: the allow-list sanitizer behind `html_body` and the HTML→text conversion behind
 // the tool endpoint's `body`. Email HTML is hostile; both are pure functions of their input.
 import sanitizeHtml from 'sanitize-html';
-import { convert } from 'html-to-text';
+import { compile } from 'html-to-text';
 
 const TAGS = [
   'a', 'abbr', 'address', 'article', 'aside', 'b', 'bdi', 'bdo', 'big', 'blockquote', 'body', 'br', 'caption', 'center',
@@ -304,35 +304,60 @@ function dropHidden(html: string): string {
 }
 
 /**
- * HTML → plain text for agents: links as `label (url)`, images as their alt text, table cells
- * separated by spaces; scripts, styles, comments and hidden elements (inline styles, `hidden`,
- * `aria-hidden`, classes hidden by a top-level `<style>` rule) dropped.
+ * html-to-text as this service configures it, compiled once (its options are read and its selectors
+ * built here, not on every call): links as `label (url)`, images as their alt text, table cells
+ * separated by spaces, headings as written.
  */
-export function htmlToText(html: string): string {
-  const text = convert(dropHidden(html), {
-    wordwrap: false,
-    limits: { maxInputLength: 2_000_000, maxDepth: 200 },
-    formatters: {
-      altText: (elem, _walk, builder) => {
-        const alt = String(elem.attribs?.alt ?? '').trim();
-        if (alt) builder.addInline(alt);
-      },
+const convertHtml = compile({
+  wordwrap: false,
+  limits: { maxInputLength: 2_000_000, maxDepth: 200 },
+  formatters: {
+    altText: (elem, _walk, builder) => {
+      const alt = String(elem.attribs?.alt ?? '').trim();
+      if (alt) builder.addInline(alt);
     },
-    selectors: [
-      { selector: 'a', options: { linkBrackets: ['(', ')'], hideLinkHrefIfSameAsText: true, ignoreHref: false, noAnchorUrl: true } },
-      { selector: 'img', format: 'altText' },
-      { selector: 'h1', options: { uppercase: false } },
-      { selector: 'h2', options: { uppercase: false } },
-      { selector: 'h3', options: { uppercase: false } },
-      { selector: 'h4', options: { uppercase: false } },
-      { selector: 'h5', options: { uppercase: false } },
-      { selector: 'h6', options: { uppercase: false } },
-      { selector: 'table', format: 'block' },
-      { selector: 'tr', format: 'block', options: { leadingLineBreaks: 1, trailingLineBreaks: 1 } },
-      { selector: 'td', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
-      { selector: 'th', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
-    ],
-  });
+  },
+  selectors: [
+    { selector: 'a', options: { linkBrackets: ['(', ')'], hideLinkHrefIfSameAsText: true, ignoreHref: false, noAnchorUrl: true } },
+    { selector: 'img', format: 'altText' },
+    { selector: 'h1', options: { uppercase: false } },
+    { selector: 'h2', options: { uppercase: false } },
+    { selector: 'h3', options: { uppercase: false } },
+    { selector: 'h4', options: { uppercase: false } },
+    { selector: 'h5', options: { uppercase: false } },
+    { selector: 'h6', options: { uppercase: false } },
+    { selector: 'table', format: 'block' },
+    { selector: 'tr', format: 'block', options: { leadingLineBreaks: 1, trailingLineBreaks: 1 } },
+    { selector: 'td', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
+    { selector: 'th', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
+  ],
+});
+
+/** HTML prefixes tried before the whole when a caller needs only so much text. */
+const HTML_PREFIXES = [200_000, 1_000_000];
+
+/**
+ * HTML → plain text for readers, the one conversion (html-to-text, configured once above): scripts,
+ * styles, comments and hidden elements (inline styles, `hidden`, `aria-hidden`, classes hidden by a
+ * top-level `<style>` rule) dropped.
+ *
+ * `enough`: a caller that keeps only this many characters (read_email's body) gets the text of the
+ * shortest prefix of HTML_PREFIXES that yields more, else of the whole (a newsletter of several MB
+ * costs seconds to convert whole). Text is produced in document order, so the characters kept never
+ * depend on where the prefix was cut; an element left open by the cut (a hidden block, say) only
+ * shortens the text, and then a longer prefix is tried.
+ */
+export function htmlToText(html: string, enough = Infinity): string {
+  for (const n of HTML_PREFIXES) {
+    if (html.length <= n || !Number.isFinite(enough)) break;
+    const text = wholeToText(html.slice(0, n));
+    if (text.length > enough) return text;
+  }
+  return wholeToText(html);
+}
+
+function wholeToText(html: string): string {
+  const text = convertHtml(dropHidden(html));
   return text
     .replace(/\u00a0/g, ' ')
     .replace(/[ \t]{2,}/g, ' ')
