@@ -4,10 +4,16 @@
 // cannot reach an internal address. An IP literal is checked before any connection is made.
 // Redirects are not followed; the response body is read up to 64 KiB and dropped.
 import { lookup as dnsLookup } from 'node:dns';
-import http from 'node:http';
-import https from 'node:https';
+import type * as HttpModule from 'node:http';
+import type * as HttpsModule from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { isPublicAddress, parseWebhookUrl, refusedAddressMessage } from '../domain/webhook-url.ts';
+
+// node:http through getBuiltinModule, not an ESM import: importing it as an ES module reads every
+// export, and one of them makes Node load its bundled undici (fetch): ~14 MB of RSS at idle that
+// nothing here uses (docs/architecture.md "Memory").
+const http = process.getBuiltinModule('node:http') as typeof HttpModule;
+const https = process.getBuiltinModule('node:https') as typeof HttpsModule;
 
 export interface ResolvedAddress {
   address: string;
@@ -77,8 +83,8 @@ export interface SendResult {
 const BODY_READ_MAX = 64 * 1024;
 
 export interface WebhookAgents {
-  http: http.Agent;
-  https: https.Agent;
+  http: HttpModule.Agent;
+  https: HttpsModule.Agent;
   /** Closes the kept-alive connections (the webhook service's stop). */
   destroy(): void;
 }
