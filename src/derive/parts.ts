@@ -38,7 +38,13 @@ export function toBytes(c: PmAttachment['content']): Uint8Array {
   return c instanceof Uint8Array ? c : new Uint8Array(c);
 }
 
-/** Text of HTML without parsing it: tags and comments dropped, a few entities decoded, one pass. */
+/**
+ * The words of HTML without parsing it (tags and comments dropped, a few entities decoded, one
+ * pass), where no reader sees the text: the search text at ingest (summary.ts, on the event loop
+ * before the 250), the codes found in an HTML part whose text part is the body, and an HTML-only
+ * message's words once its HTML budget ran out. A reader's text is domain/html.ts's htmlToText;
+ * this is 15-50x faster than it (docs/decisions.md "One way each").
+ */
 export function roughText(html: string): string {
   const src = html.length > MAX_FALLBACK_BODY ? html.slice(0, MAX_FALLBACK_BODY) : html;
   const lower = src.toLowerCase();
