@@ -40,10 +40,10 @@ export function toBytes(c: PmAttachment['content']): Uint8Array {
 
 /**
  * The words of HTML without parsing it (tags and comments dropped, a few entities decoded, one
- * pass), where no reader sees the text: the search text at ingest (summary.ts, on the event loop
- * before the 250), the codes found in an HTML part whose text part is the body, and an HTML-only
- * message's words once its HTML budget ran out. A reader's text is domain/html.ts's htmlToText;
- * this is 15-50x faster than it (docs/decisions.md "One way each").
+ * pass), where the reader's conversion (domain/html.ts's htmlToText) costs too much: the search
+ * text at ingest (summary.ts, on the event loop before the 250), the codes found in an HTML part
+ * whose text part is the body, and the text body of an HTML-only message whose HTML budget ran out
+ * (its fallback). It is 15-50x faster than htmlToText (docs/decisions.md "One way each").
  */
 export function roughText(html: string): string {
   const src = html.length > MAX_FALLBACK_BODY ? html.slice(0, MAX_FALLBACK_BODY) : html;
