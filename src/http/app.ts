@@ -1,5 +1,6 @@
 // buildApp(): the HTTP face (API, docs, tool endpoint, web pages) without listen(), so tests use inject().
 import { Ajv } from 'ajv';
+import SerializerSelector from '@fastify/fast-json-stringify-compiler';
 import { isIP } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { AppError } from '../domain/errors.ts';
@@ -66,7 +67,39 @@ function validators(externalSchemas: unknown) {
     coercing.addSchema(schema);
     strict.addSchema(schema);
   }
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }) => (httpPart === 'body' ? strict : coercing).compile(schema);
+  return ({ schema, httpPart }: { schema: object; httpPart?: string }) => lazyValidator(() => (httpPart === 'body' ? strict : coercing).compile(schema));
+}
+
+/**
+ * Validators and serializers are compiled when a route first needs them, not at start: Fastify
+ * compiles every route's schemas (Ajv per request part, fast-json-stringify per response status) at
+ * ready(), and their code is ~11 MB of the idle process (docs/architecture.md "Memory"). Most
+ * instances never call most routes (admin, providers, faults). The first call of a route pays its
+ * compile once (a few ms); a schema that does not compile would fail that route's first call, and
+ * test/http/response-schemas.test.ts calls every operation.
+ */
+type Check = ((data: unknown) => boolean) & { errors?: unknown };
+function lazyValidator(compile: () => Check): Check {
+  let fn: Check | undefined;
+  const check: Check = (data) => {
+    fn ??= compile();
+    const ok = fn(data);
+    check.errors = fn.errors;
+    return ok;
+  };
+  return check;
+}
+
+/** fast-json-stringify, Fastify's own serializer compiler, built on first use of each route and status. */
+function lazySerializers() {
+  const select = SerializerSelector();
+  return (externalSchemas: unknown, options: unknown) => {
+    const build = select(externalSchemas as never, options as never);
+    return (route: unknown) => {
+      let fn: ((data: unknown) => string) | undefined;
+      return (data: unknown) => (fn ??= build(route as never))(data);
+    };
+  };
 }
 
 export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpTimeouts = HTTP_TIMEOUTS): Promise<FastifyInstance> {
@@ -90,7 +123,7 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     // setValidatorCompiler, so that a route plugin adding schemas of its own keeps these rules
     // (Fastify's typings describe the compiler as Ajv's compile(schema); it is called with the route's
     // { schema, httpPart, ... }, as its documentation shows: hence the one cast)
-    schemaController: { compilersFactory: { buildValidator: validators as never } },
+    schemaController: { compilersFactory: { buildValidator: validators as never, buildSerializer: lazySerializers() as never } },
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
     // requests Node's parser refuses (headers over its 16 KiB limit, bytes that are not HTTP) get the envelope
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
