@@ -88,4 +88,7 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.EPHEMAIL_HTTP_PORT||8025)+'/livez').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # node itself is PID 1 (not npm, not a shell): it gets docker stop's SIGTERM, answers held
 # long-polls, lets SMTP transactions finish and exits 0.
+# glibc's malloc: two arenas, not one per thread that allocates (libuv's pool, V8's helpers, the
+# workers): ~5 MB of idle RSS (docs/architecture.md "Memory"); package.json's start sets the same.
+ENV MALLOC_ARENA_MAX=2
 CMD ["node", "--max-semi-space-size=4", "bin/ephemail.js", "serve"]

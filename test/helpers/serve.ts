@@ -54,8 +54,12 @@ export interface ServeOptions {
  * The Node options `npm start` runs the service with (package.json's `start` script: the young
  * generation's cap), so a spawned service is the one users run.
  */
-export const START_NODE_ARGS: string[] = (JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')).scripts.start as string)
-  .split(/\s+/).filter((w) => w.startsWith('--'));
+const START_WORDS = (JSON.parse(readFileSync(resolve(ROOT, 'package.json'), 'utf8')).scripts.start as string).split(/\s+/);
+export const START_NODE_ARGS: string[] = START_WORDS.filter((w) => w.startsWith('--'));
+/** The variables `start` sets before node (MALLOC_ARENA_MAX), given to every spawned service too. */
+export const START_ENV: Record<string, string> = Object.fromEntries(
+  START_WORDS.filter((w) => /^[A-Z_]+=/.test(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
+);
 
 export function freePort(): Promise<number> {
   return new Promise((res, rej) => {
@@ -76,7 +80,7 @@ export async function spawnServe(env: Record<string, string>, options: ServeOpti
   // IMAP and POP3 on free ports too: a second node on this host must not find 1143/1110 taken
   const ports = { ...(byHealth ? { EPHEMAIL_HTTP_PORT: String(await freePort()), EPHEMAIL_SMTP_PORT: String(await freePort()) } : { EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0' }), EPHEMAIL_IMAP_PORT: '0', EPHEMAIL_POP3_PORT: '0' };
   // EPHEMAIL_DNS_SERVERS: no spawned service asks the outside (authentication checks; test/helpers/service.ts NO_DNS)
-  const fullEnv: Record<string, string | undefined> = { ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_DNS_SERVERS: '127.0.0.1:1', ...env };
+  const fullEnv: Record<string, string | undefined> = { ...START_ENV, ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_DNS_SERVERS: '127.0.0.1:1', ...env };
   const spawned = performance.now();
   const child = spawn(process.execPath, [...(options.nodeArgs ?? START_NODE_ARGS), options.script ?? BIN, ...(options.args ?? ['serve'])], {
     cwd: options.cwd ?? ROOT,
