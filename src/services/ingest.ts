@@ -28,13 +28,12 @@ export function createIngest(core: Core): Ingest {
   let fastSummary: typeof import('../derive/summary.ts').fastSummary | null = null;
   return {
     async receive(raw, recipients, mailedBy, envelope) {
-      let summary: MessageSummary | null = null;
+      let fast: Omit<MessageSummary, 'raw'> | null = null;
       if (raw.byteLength <= FAST_HERE_BYTES) {
         fastSummary ??= (await (loading ??= import('../derive/summary.ts'))).fastSummary;
-        const fast = fastSummary(raw);
-        if (fast) summary = { raw, ...fast };
+        fast = fastSummary(raw);
       }
-      summary ??= await summaries.run('summarize', raw, core.config);
+      const summary = fast ? { raw, ...fast } : await summaries.run('summarize', raw, core.config);
       return ingest(core, summary, recipients, mailedBy, envelope);
     },
   };

@@ -17,7 +17,10 @@ import { until } from '../helpers/time.ts';
 
 const quiet = { info: () => undefined };
 const session = (remoteAddress: string, extra: Partial<Tracked> = {}) => ({ remoteAddress, envelope: { mailFrom: false, rcptTo: [] }, ...extra }) as unknown as Tracked;
-const reply = (err: { responseCode: number; message: string } | null | undefined) => (err ? `${err.responseCode} ${err.message}` : 'ok');
+const reply = (err: unknown) => {
+  const e = err as { responseCode?: number; message?: string } | null | undefined;
+  return e ? `${e.responseCode} ${e.message}` : 'ok';
+};
 
 describe('connection policy', () => {
   test('a client (and its network) holds at most its connections; a closed one frees its place', () => {
