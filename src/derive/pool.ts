@@ -6,6 +6,10 @@
 // it held (an ingest gets a temporary 451, so the sender retries: nothing acknowledged is lost); a
 // task with a budget that runs past it ends its worker (the caller falls back); a lane whose workers
 // cannot start at all works on the main thread instead.
+// A lane dispatches; it does not decide whose work runs first. That is the one scheduler's
+// (services/derive-queue.ts), which lets at most a lane's `max` derivations onto it at once (the
+// verdicts: as many as one worker runs at once); a task waits here only for a worker to be up (or,
+// with a budget, free). The summaries the 250 waits for are not scheduled: their lane is theirs.
 //
 // Workers run worker.ts: beside this file when run from source (through tsx, which a worker does not
 // inherit from a loader registered at run time, so it is passed in execArgv), or the bundle's own
@@ -45,6 +49,8 @@ export interface Lane {
   close(): Promise<void>;
   /** Workers running now (0 before the first parse, or when parsing on the main thread). */
   readonly size: number;
+  /** The most workers it runs (LANE_WORKERS, or what its creator said): what a scheduler lets run on it at once. */
+  readonly max: number;
 }
 
 /** A parse taking longer than this means the worker is stuck (a 30 MiB message parses in seconds). */
@@ -229,6 +235,7 @@ export function createLane(options: LaneOptions = {}): Lane {
   };
 
   const pool: Lane = {
+    max,
     get size() {
       return slots.length;
     },
@@ -319,7 +326,11 @@ export interface WorkerPool {
   close(): Promise<void>;
 }
 
-/** Workers per lane: the summaries one per core (at most 4); views 2; verdicts 1 (they wait on DNS, one thread runs many). */
+/**
+ * Workers per lane, the one place they are said: the summaries one per core (at most 4); views 2;
+ * verdicts 1 (they wait on DNS, one thread runs many). A lane says its own (`Lane.max`), and the
+ * scheduler of its work (services/derive-queue.ts) takes it from there.
+ */
 export const LANE_WORKERS: Readonly<Record<LaneName, number>> = Object.freeze({ summary: Math.min(4, availableParallelism()), derive: 2, verdicts: 1 });
 
 export function createWorkerPool(options: { warn?: LaneOptions['warn']; workers?: Partial<Record<LaneName, number>> } = {}): WorkerPool {

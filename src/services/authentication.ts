@@ -11,10 +11,11 @@ import { domainOf, temperrorVerdict } from '../domain/authentication.ts';
 import { ipBucket } from '../domain/limits.ts';
 import type { Authentication, AuthTask } from '../derive/authenticate.ts';
 import type { ParseLimits } from '../derive/mime.ts';
-import { createLane, type Lane } from '../derive/pool.ts';
+import { createLane, LANE_WORKERS, type Lane } from '../derive/pool.ts';
 import { verdictsInput } from '../derive/authentication-view.ts';
 import { AUTH_BUDGET, AUTHENTICATION_VIEW } from '../derive/registry.ts';
 import type { MailStore, MessageEnvelope } from '../store/store.ts';
+import { createBurstGauge, createDeriveQueue } from './derive-queue.ts';
 import { collect } from './views.ts';
 
 export type { Authentication } from '../derive/authenticate.ts';
@@ -91,92 +92,32 @@ function parseVerdicts(json: string | null): Authentication | null {
 export function createAuthenticationService(store: MailStore, limits: ParseLimits, log: Logger, options: AuthenticationOptions): AuthenticationService {
   // one worker: verdicts wait on DNS far more than they compute, so one thread runs many at once
   // at a lower CPU priority: verdicts are on no 250's path, so under load ingest comes first
-  const ownLane = options.pool ? null : createLane({ name: 'verdicts', workers: 1, preload: 'authenticate', background: true, warn: (msg, err) => log.warn({ err }, msg) });
+  const ownLane = options.pool ? null : createLane({ name: 'verdicts', workers: LANE_WORKERS.verdicts, preload: 'authenticate', background: true, warn: (msg, err) => log.warn({ err }, msg) });
   const pool = options.pool ?? ownLane!;
   const budgetMs = options.budgetMs ?? AUTH_BUDGET.totalMs;
   const queryTimeoutMs = Math.min(options.queryTimeoutMs ?? AUTH_BUDGET.queryMs, budgetMs);
   const now = options.now ?? Date.now;
   /** Keys queued or computing (a message is computed once at a time). */
   const known = new Set<string>();
-  /** Verdicts of new mail (wait while ingest is busy), and verdicts a read asked for (never wait). */
-  const queue: { run: () => Promise<void>; client: string; domain: string | null }[] = [];
-  const asked: (() => Promise<void>)[] = [];
-  let running = 0;
-  /** New mail's verdicts computing, by client (`c:` + ipBucket) and by envelope domain (`d:` + domain). */
-  const runningBy = new Map<string, number>();
-  const share = (key: string | null) => (key ? (runningBy.get(key) ?? 0) : 0);
-  const count = (key: string | null, by: number) => {
-    if (!key) return;
-    const n = share(key) + by;
-    if (n > 0) runningBy.set(key, n);
-    else runningBy.delete(key);
-  };
   /** Verdicts computed and not yet written. */
   let writing = 0;
   let closed = false;
   let idleWaiters: (() => void)[] = [];
-
+  const settle = () => {
+    if (queue.running !== 0 || queue.waiting !== 0 || writing !== 0) return;
+    const w = idleWaiters;
+    idleWaiters = [];
+    for (const f of w) f();
+  };
   // messages stored per window of BUSY_WINDOW_MS (real time, whatever the service's clock says)
-  const monotonic = options.monotonic ?? (() => performance.now());
-  let windowAt = 0;
-  let inWindow = 0;
-  let inPrevious = 0;
-  const arrived = () => {
-    const t = monotonic();
-    if (t - windowAt >= BUSY_WINDOW_MS) {
-      inPrevious = t - windowAt >= 2 * BUSY_WINDOW_MS ? 0 : inWindow;
-      inWindow = 0;
-      windowAt = t;
-    }
-    inWindow++;
-  };
-  const busy = () => {
-    const t = monotonic();
-    if (t - windowAt >= 2 * BUSY_WINDOW_MS) return false;
-    if (t - windowAt >= BUSY_WINDOW_MS) return inWindow > BUSY_MESSAGES;
-    return inWindow > BUSY_MESSAGES || inPrevious > BUSY_MESSAGES;
-  };
-  let wake: ReturnType<typeof setTimeout> | null = null;
-
-  const pump = () => {
-    while (running < MAX_RUNNING && (asked.length || queue.length)) {
-      if (!asked.length && busy()) {
-        // ingest is busy: new mail's verdicts wait for a quieter moment (looked at again then)
-        wake ??= setTimeout(() => {
-          wake = null;
-          pump();
-        }, BUSY_WINDOW_MS);
-        break;
-      }
-      let job: () => Promise<void>;
-      let done = () => {};
-      if (asked.length) job = asked.shift()!;
-      else {
-        // the oldest verdict whose sender (client and domain) has less than its share computing
-        const i = queue.findIndex((q) => share(q.client) < MAX_RUNNING_PER_SENDER && share(q.domain) < MAX_RUNNING_PER_SENDER);
-        if (i < 0) break; // every waiting sender has its share computing: looked at again as one ends
-        const [q] = queue.splice(i, 1);
-        count(q.client, 1);
-        count(q.domain, 1);
-        job = q.run;
-        done = () => {
-          count(q.client, -1);
-          count(q.domain, -1);
-        };
-      }
-      running++;
-      void job().finally(() => {
-        done();
-        running--;
-        pump();
-      });
-    }
-    if (running === 0 && writing === 0 && queue.length === 0 && asked.length === 0) {
-      const w = idleWaiters;
-      idleWaiters = [];
-      for (const f of w) f();
-    }
-  };
+  const burst = createBurstGauge({ windowMs: BUSY_WINDOW_MS, messages: BUSY_MESSAGES, monotonic: options.monotonic });
+  /**
+   * The verdicts' turn (services/derive-queue.ts, the scheduler of every derivation): one a read
+   * asks for (`read`, never held back) before new mail's (`background`, taking turns by client,
+   * at most MAX_RUNNING_PER_SENDER computing per client and per envelope domain, waiting while
+   * ingest is in a burst); MAX_RUNNING at once in all.
+   */
+  const queue = createDeriveQueue({ slots: MAX_RUNNING, perOwner: MAX_RUNNING_PER_SENDER, lowSlots: MAX_RUNNING, maxWaitingPerOwner: Infinity, busy: burst.busy, busyRetryMs: BUSY_WINDOW_MS, onSettled: settle });
 
   /** Bytes held by waiting verdicts (given by ingest, not yet handed to the worker). */
   let heldBytes = 0;
@@ -226,7 +167,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       })
       .finally(() => {
         writing--;
-        pump();
+        settle();
       });
   }
 
@@ -251,18 +192,16 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
         known.delete(key);
       }
     };
-    if (!given) asked.push(run);
-    else {
-      const { clientIp, mailFrom, helo } = given.envelope;
-      const domain = domainOf(mailFrom) ?? (helo.trim().toLowerCase().replace(/\.$/, '') || null);
-      queue.push({ run, client: `c:${ipBucket(clientIp)}`, domain: domain && `d:${domain}` });
-    }
-    pump();
+    // a read's own (each message its own caller: never held back by another's), or new mail's by sender
+    if (!given) return void queue.submit(`r:${key}`, 'read', run);
+    const { clientIp, mailFrom, helo } = given.envelope;
+    const domain = domainOf(mailFrom) ?? (helo.trim().toLowerCase().replace(/\.$/, '') || null);
+    queue.submit(`c:${ipBucket(clientIp)}`, 'background', run, domain && `d:${domain}`);
   };
 
   return {
     scheduleMessage(messageKey, raw, envelope) {
-      arrived();
+      burst.arrived();
       schedule(messageKey, { envelope, raw });
     },
     async get(key, receivedAt) {
@@ -274,19 +213,17 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       if (!v && kept.envelope && now() - receivedAt > budgetMs + 1000) schedule(key);
       return v;
     },
-    idle: () => (running === 0 && writing === 0 && queue.length === 0 && asked.length === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
+    idle: () => (queue.running === 0 && writing === 0 && queue.waiting === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
     get waiting() {
-      return queue.length + asked.length;
+      return queue.waiting;
     },
     warm: () => pool.warm(),
     async close() {
       closed = true;
-      queue.length = 0;
-      asked.length = 0;
-      if (wake) clearTimeout(wake);
-      wake = null;
+      queue.clear();
+      settle();
       heldBytes = 0;
-      await new Promise<void>((resolve) => (running === 0 && writing === 0 ? resolve() : idleWaiters.push(resolve)));
+      await new Promise<void>((resolve) => (queue.running === 0 && writing === 0 ? resolve() : idleWaiters.push(resolve)));
       await ownLane?.close();
     },
   };

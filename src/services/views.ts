@@ -9,7 +9,7 @@ import type { Logger } from 'pino';
 import { ipBuckets } from '../domain/limits.ts';
 import type { MessageViews } from '../domain/message.ts';
 import type { ParseLimits } from '../derive/mime.ts';
-import { BudgetExceededError, createLane, type Lane } from '../derive/pool.ts';
+import { BudgetExceededError, createLane, LANE_WORKERS, type Lane } from '../derive/pool.ts';
 import { isCurrent, SEARCH_TEXT_VIEW, versionsOf, STORED_VIEWS, type ServiceContext, type ServiceView, type StoredView, type WorkerView } from '../derive/registry.ts';
 import type { SpamdTarget } from '../derive/spamd.ts';
 import type { DerivedMessage } from '../derive/views.ts';
@@ -18,8 +18,6 @@ import { createDeriveQueue, type Priority } from './derive-queue.ts';
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
 export const DERIVE_BUDGET = Object.freeze({ baseMs: 5000, perMiBMs: 1000, maxMs: 30_000 });
-/** Derivations at once: the `derive` lane's workers (apart from the summaries': a slow derivation never delays a 250). */
-const WORKERS = 2;
 /** Messages waiting for a search text of their own (mail stored before search texts existed). */
 export const SEARCH_BACKFILL_MAX = 1000;
 
@@ -136,19 +134,21 @@ function within<T>(p: Promise<T>, ms: number, late: () => T): Promise<T> {
 
 export function createViewService(store: MessageStore, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
   // the `derive` lane: a long derivation never delays the summaries the 250 waits for
-  const ownLane = options.pool ? null : createLane({ name: 'derive', workers: WORKERS, warn: (msg, err) => log.warn({ err }, msg) });
+  const ownLane = options.pool ? null : createLane({ name: 'derive', workers: LANE_WORKERS.derive, warn: (msg, err) => log.warn({ err }, msg) });
   const pool = options.pool ?? ownLane!;
   const registry = options.registry ?? STORED_VIEWS;
   const context: ServiceContext = { spamd: options.spamd ?? null, budgets: options.budgets, warn: (fields, msg) => log.warn(fields, msg) };
   const budgetOf = (v: StoredView) => options.budgets?.[v.name] ?? v.budget ?? 0;
-  const queue = createDeriveQueue({ slots: WORKERS });
+  // derivations at once: the lane's workers (apart from the summaries': a slow derivation never delays a 250)
+  const slots = (options.pool ?? ownLane!).max;
+  const queue = createDeriveQueue({ slots });
   /** Derivations under way (waiting or running), one per message: later readers share it and may promote it. */
   const inflight = new Map<string, { promise: Promise<MessageViews | null>; promote(reader: Reader): void }>();
   const backfilling = new Set<string>();
   let closed = false;
   /**
    * Views derived here whose write is not yet committed: a reader gets them at once (the store does
-   * not hold them yet), parts wait for the write. Bounded by the derivations at once (WORKERS) and
+   * not hold them yet), parts wait for the write. Bounded by the derivations at once (the lane's workers) and
    * the writes they leave: this is no cache (services/answers.ts is the one).
    */
   const writing = new Map<string, { views: MessageViews; write: Promise<void> }>();
@@ -228,7 +228,7 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
    * is given back, so a hung spamd never holds a derivation slot.
    */
   async function deriveInSlot(key: string): Promise<{ finish: () => Promise<MessageViews> } | null> {
-    pool.warm(WORKERS); // derivations have begun: the next one finds its worker started, not starting
+    pool.warm(slots); // derivations have begun: the next one finds its worker started, not starting
     const src = await store.readRaw(key);
     if (!src) return null;
     const raw = await collect(src.chunks, src.sizeBytes);

@@ -127,6 +127,7 @@ test('who derives first: readers before list rows and background work, callers i
     warm: () => undefined,
     close: async () => undefined,
     size: 0,
+    max: 2,
   };
   const finish = (name: string) => running.get(name)!();
   const views = createViewService(store, LIMITS, log, { pool });
