@@ -19,7 +19,7 @@ import { envelope, registerErrorHandling, registerUrlGuard, sendError, toAppErro
 import { countRequests, registerProbes } from './probes.ts';
 import { closeIdleSockets } from './idle-sockets.ts';
 import { registerRoutes } from './routes/index.ts';
-import { SECURITY } from './routes/shared.ts';
+import { SECURITY, errors } from './routes/shared.ts';
 import { SHARED_SCHEMAS } from './schemas/wire.ts';
 
 /** Fastify's trust function: hop 0 (the direct peer) when it is in the configured ranges, never further. */
@@ -204,7 +204,7 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     schema: {
       operationId: 'openapi', tags: ['service'], summary: 'This machine-readable contract (OpenAPI 3.1). Outside the quota.',
       security: SECURITY,
-      response: { 200: { type: 'object', additionalProperties: true, description: 'The OpenAPI document' }, 401: { $ref: 'Error' } },
+      response: { 200: { type: 'object', additionalProperties: true, description: 'The OpenAPI document' }, ...errors('unauthorized') },
     },
   }, async () => app.swagger());
   registerDocs(app, core);

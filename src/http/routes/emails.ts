@@ -54,7 +54,8 @@ export const emailRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (app
       operationId: 'downloadAttachment', tags: ['emails'], security: SECURITY, params: AttachmentParams,
       summary: 'Raw attachment bytes, always as a download (Content-Disposition: attachment, CSP sandbox, nosniff).',
       response: {
-        200: { description: 'The bytes, with the stored Content-Type', content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } },
+        // the media type is the attachment's own (application/pdf, image/png, …): any
+        200: { description: 'The bytes, with the stored Content-Type (the attachment\'s own media type)', content: { '*/*': { schema: { type: 'string', format: 'binary' } } } },
         ...errors('unauthorized', 'not_found', 'rate_limited', 'quota_exceeded'),
       },
     },

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { Core } from '../../services/core.ts';
 import { PROVIDER_OPENAPI_PATH, PROVIDER_PREFIXES } from '../providers/prefixes.ts';
 import { HealthSchema } from '../schemas/wire.ts';
-import { ErrorRef, SECURITY, data, errors } from './shared.ts';
+import { SECURITY, data, errors } from './shared.ts';
 
 const MailEndpointSchema = Type.Object({
   host: Type.String({ description: 'The service\'s public host name (of EPHEMAIL_PUBLIC_URL)' }),
@@ -58,7 +58,7 @@ export const serviceRoutes: FastifyPluginAsyncTypebox<{ core: Core }> = async (a
     config: { quota: 'peek' },
     schema: {
       operationId: 'health', tags: ['service'], summary: 'Health check: the store answers a trivial query and the SMTP listener runs. Outside the quota.', security: SECURITY,
-      response: { 200: data(Type.Ref(HealthSchema), 'Healthy'), 401: ErrorRef, 503: data(Type.Ref(HealthSchema), 'Degraded: the failing part is named') },
+      response: { 200: data(Type.Ref(HealthSchema), 'Healthy'), 503: data(Type.Ref(HealthSchema), 'Degraded: the failing part is named'), ...errors('unauthorized') },
     },
   }, async (_req, reply) => {
     let database: 'connected' | 'disconnected' = 'connected';

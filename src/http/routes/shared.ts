@@ -6,10 +6,15 @@ import type { FastifyReply } from 'fastify';
 import { ERROR_STATUS, type ErrorType } from '../../domain/errors.ts';
 
 export const ErrorRef = Type.Ref('Error');
-/** The error responses of a route: each type's status → the envelope (internal_error always). */
+/**
+ * The error responses of a route: each type's status → the envelope. invalid_request and
+ * internal_error always: any request can be refused as malformed before its route looks at it (a URL
+ * over 8 KiB, a path that is not valid percent-encoding, a path segment over 1000 characters, a body
+ * on a DELETE that is too large or not JSON, a Sec-Fetch-Dest the API does not answer), and any can fail.
+ */
 export const errors = (...types: ErrorType[]) => {
   const out: Record<number, TSchema> = {};
-  for (const t of [...types, 'internal_error' as const]) out[ERROR_STATUS[t]] = ErrorRef;
+  for (const t of ['invalid_request' as const, ...types, 'internal_error' as const]) out[ERROR_STATUS[t]] = ErrorRef;
   return out;
 };
 export const data = <T extends TSchema>(t: T, description: string) => Type.Object({ data: t }, { description });
