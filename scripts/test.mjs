@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// `npm test`: sets up what the suite needs, type-checks the server and the client package
-// (`tsc --noEmit`), then runs every test/**/*.test.ts with node's test runner through tsx. Pass
-// paths to run a subset (no type-check then): `npm test -- test/http`.
+// `npm test`: sets up what the suite needs, then runs every test/**/*.test.ts with node's test runner
+// through tsx (scripts/test-files.mjs: the slowest files first, EPHEMAIL_TEST_CONCURRENCY at a time,
+// 3 by default), type-checking the server and the client package (`tsc --noEmit`, at a lower CPU
+// priority) meanwhile. Pass paths to run a subset (no type-check then): `npm test -- test/http`.
 //
 // Set-up, as .ci/run does on a fresh machine: the Debian packages of scripts/system-packages.txt that
 // the tests to run need (on Debian as root, the missing ones are installed here with apt-get; elsewhere,
@@ -11,6 +12,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
+import { setPriority } from 'node:os';
 import { delimiter, join, relative, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..');
@@ -182,27 +184,50 @@ const SOLO = [
   /[\\/]test[\\/]redis[\\/]failover\.test\.ts$/,
 ];
 const solo = files.filter((f) => SOLO.some((re) => re.test(f)));
-const rest = files.filter((f) => !solo.includes(f));
-
-// Type-check first (the whole suite only; a subset run is for quick iteration): server, tests,
-// benches and scripts through the root tsconfig, and the client package's declarations.
-let typecheck = 0;
-if (!args.length) {
-  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-  for (const project of ['tsconfig.json', 'packages/client/tsconfig.json']) {
-    console.log(`# tsc --noEmit -p ${project}`);
-    const r = spawnSync(process.execPath, [tsc, '--noEmit', '-p', project], { cwd: root, stdio: 'inherit' });
-    if (r.status !== 0) {
-      console.error(`# tsc --noEmit -p ${project} FAILED`);
-      typecheck = 1;
-    }
-  }
+// The slowest files first (as measured in a whole run, slowest first), the others after them by name:
+// files run CONCURRENCY at a time, and a long file started near the end would run on alone.
+const SLOW_FIRST = [
+  'bench/bench-smoke', 'client/cli', 'e2e/lifecycle', 'cli/domains', 'e2e/soak', 'e2e/corpus', 'client/python',
+  'bench/bench-redis-smoke', 'imap/redis-nodes', 'client/client', 'examples/readme', 'client/key-cache', 'push/webhooks',
+  'conformance/store-sqlite', 'http/events-order', 'imap/limits', 'redis/push-nodes', 'push/fanout', 'cli/keys',
+  'mcp/conformance', 'http/wait', 'http/spam', 'e2e/verification', 'security/mime',
+].map((name) => join(root, 'test', `${name}.test.ts`));
+const rank = (f) => (SLOW_FIRST.includes(f) ? SLOW_FIRST.indexOf(f) : SLOW_FIRST.length);
+const rest = files.filter((f) => !solo.includes(f)).sort((a, b) => rank(a) - rank(b));
+const CONCURRENCY = Number(process.env.EPHEMAIL_TEST_CONCURRENCY || 3);
+if (!(CONCURRENCY >= 1)) {
+  console.error(`EPHEMAIL_TEST_CONCURRENCY=${process.env.EPHEMAIL_TEST_CONCURRENCY}: not a number of files at a time`);
+  process.exit(1);
 }
 
+// Type-check (the whole suite only; a subset run is for quick iteration) while the tests run, at a
+// lower CPU priority (it takes what the tests leave): server, tests, benches and scripts through the
+// root tsconfig, and the client package's declarations. Its output is printed after the tests.
+let typecheck = 0;
+const typechecked = args.length ? Promise.resolve('') : (async () => {
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  let out = '';
+  for (const project of ['tsconfig.json', 'packages/client/tsconfig.json']) {
+    const child = spawn(process.execPath, [tsc, '--noEmit', '-p', project], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      setPriority(child.pid, 10);
+    } catch {
+      // not allowed here: it runs at the tests' priority
+    }
+    let text = '';
+    child.stdout.on('data', (d) => (text += d));
+    child.stderr.on('data', (d) => (text += d));
+    const status = await new Promise((r) => child.on('close', (c, signal) => r(c ?? (signal ? 1 : 0))));
+    out += `# tsc --noEmit -p ${project}${status === 0 ? ': no errors' : ' FAILED'}\n${text}`;
+    if (status !== 0) typecheck = 1;
+  }
+  return out;
+})();
+
 const totals = new Map();
-function run(list, concurrency = 2) {
+function run(list, concurrency) {
   return new Promise((done) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, '--test-reporter=spec', ...list], {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'scripts', 'test-files.mjs'), String(concurrency), ...list], {
       stdio: ['inherit', 'pipe', 'inherit'],
       cwd: root,
       env: { ...process.env, EPHEMAIL_LOG_LEVEL: process.env.EPHEMAIL_LOG_LEVEL ?? 'silent' },
@@ -222,7 +247,10 @@ function run(list, concurrency = 2) {
   });
 }
 
-let code = rest.length ? await run(rest) : 0;
+let code = rest.length ? await run(rest, CONCURRENCY) : 0;
+// the type-check's output (done by now, or awaited: the files run alone must run alone)
+const typecheckOutput = await typechecked;
+if (typecheckOutput) process.stdout.write(`\n${typecheckOutput}`);
 code = code || typecheck || (buildFailed ? 1 : 0);
 if (solo.length) {
   if (rest.length) console.log(`\n# then, alone: ${solo.map((f) => f.slice(root.length + 1)).join(', ')}\n`);
@@ -234,7 +262,7 @@ if (solo.length) {
     for (const [k, v] of totals) console.log(`\u2139 ${k} ${k === 'duration_ms' ? v.toFixed(3) : v}`);
   }
 }
-if (typecheck) loud(['tsc --noEmit FAILED (see its errors above the tests).']);
+if (typecheck) loud(['tsc --noEmit FAILED (its errors are above, after the files run together).']);
 if (buildFailed) loud(buildFailed);
 for (const m of missing) loud(m);
 if (privateRedis && privateRedis.exitCode === null) {
