@@ -2,7 +2,7 @@
 // a file of its own, so the `verdicts` lane's worker loads it without the other views' rules.
 import { temperrorVerdict, type Authentication } from '../domain/authentication.ts';
 import type { AuthTask } from './authenticate.ts';
-import type { Entry } from './entry.ts';
+import { nullable, type Entry } from './entry.ts';
 import { headerBlock } from './head.ts';
 
 /** The authentication verdicts: computed after ingest on the `verdicts` lane, kept beside the message. */
@@ -40,5 +40,10 @@ export const AUTHENTICATION_VIEW: VerdictsView = {
   budget: AUTH_BUDGET.totalMs,
   derive: async (raw, task) => (await import('./authenticate.ts')).authenticateMessage(raw, task),
   fallback: (task, why) => temperrorVerdict(task, why),
+  wire: {
+    field: 'authentication',
+    faces: ['http', 'mcp', 'page'],
+    schema: nullable({ $ref: 'Authentication' }, 'SPF, DKIM, DMARC and ARC verdicts; null until computed (within seconds of arrival when DNS answers) and for mail not received over SMTP. Additive.'),
+  },
 };
 

@@ -11,6 +11,8 @@ export interface OpOptions {
   html?: boolean;
   view?: string;
   auth?: AuthTask;
+  /** The registry whose views to derive (registry.ts registryLane); absent: STORED_VIEWS. */
+  registry?: import('./registry.ts').RegistrySource;
 }
 
 /** Loads what tasks of a lane run (the parser, or the authentication checks), so the first task finds it ready. */
@@ -19,14 +21,15 @@ export const preload = (what: 'parse' | 'authenticate'): Promise<unknown> =>
 
 export async function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, options: OpOptions): Promise<unknown> {
   if (op === 'summarize') return (await import('./summary.ts')).summarize(raw, limits);
-  if (op === 'derive') return (await import('./views.ts')).deriveViews(raw, limits, { html: options.html ?? true });
-  if (op === 'fallback') return (await import('./views.ts')).fallbackViews(raw);
+  if (op === 'derive') return (await import('./views.ts')).deriveViews(raw, limits, { html: options.html ?? true, registry: options.registry });
+  if (op === 'fallback') return (await import('./views.ts')).fallbackViews(raw, options.registry);
   // the verdicts' entry alone: the `verdicts` lane loads none of the other views' rules
   if (options.view === 'authentication') {
     if (!options.auth) throw new Error('authentication without a task');
     return (await import('./authentication-view.ts')).AUTHENTICATION_VIEW.derive(raw, options.auth);
   }
-  const view = (await import('./registry.ts')).STORED_VIEWS.find((v) => v.name === options.view);
+  const { loadRegistry } = await import('./registry.ts');
+  const view = (await loadRegistry(options.registry)).find((v) => v.name === options.view);
   if (view?.stage !== 'worker') throw new Error(`no worker view ${JSON.stringify(options.view)}`);
   return view.derive(new TextDecoder('utf-8', { fatal: false }).decode(raw));
 }

@@ -2,12 +2,18 @@
 // worker: every `parse` view read from the one parse (message.ts), and for each `worker` view either
 // its value or the input of its own task (services/views.ts runs those next, each within its budget).
 // The same loop makes the full document and both fallbacks: nothing lists the views but the registry.
+// A task that names a registry (registry.ts defineRegistry: the service was given one) derives that
+// one's views, loaded here from its module.
 import type { MessageViews } from '../domain/message.ts';
 import { headerOnlyMessage, minimalMessage, parseForViews, type DeriveOptions, type ParsedMessage } from './message.ts';
 import { toBytes, type ParseLimits } from './mime.ts';
-import { STORED_VIEWS, versionsOf, VIEWS_VERSION, type StoredView } from './registry.ts';
+import { loadRegistry, STORED_VIEWS, versionsOf, VIEWS_VERSION, type RegistrySource, type StoredView } from './registry.ts';
 
 export type { DeriveOptions } from './message.ts';
+/** A derivation's options, and the registry whose views it derives (absent: STORED_VIEWS). */
+export interface ViewsOptions extends DeriveOptions {
+  registry?: RegistrySource;
+}
 
 /** The derived views, the bytes of each kept attachment (part i), and the inputs of `worker` views still to run. */
 export interface DerivedMessage {
@@ -38,17 +44,18 @@ export function viewsOf(m: ParsedMessage, registry: readonly StoredView[] = STOR
 }
 
 /** On first read: every view of the message (the parse failing gives the header-only fallback). */
-export async function deriveViews(raw: Uint8Array, limits: ParseLimits, options: DeriveOptions = { html: true }): Promise<DerivedMessage> {
-  return viewsOf(await parseForViews(raw, limits, options));
+export async function deriveViews(raw: Uint8Array, limits: ParseLimits, options: ViewsOptions = { html: true }): Promise<DerivedMessage> {
+  const registry = await loadRegistry(options.registry);
+  return viewsOf(await parseForViews(raw, limits, { html: options.html }), registry);
 }
 
 /** When the derivation ran out of time twice: the header block's fields and the body as received. */
-export async function fallbackViews(raw: Uint8Array): Promise<DerivedMessage> {
-  return viewsOf(await headerOnlyMessage(raw, 'parse_over_budget'));
+export async function fallbackViews(raw: Uint8Array, registry?: RegistrySource): Promise<DerivedMessage> {
+  return viewsOf(await headerOnlyMessage(raw, 'parse_over_budget'), await loadRegistry(registry));
 }
 
 /** The last fallback, made without any parser: no headers, the body as received, as text. */
-export const minimalViews = (raw: Uint8Array): DerivedMessage => viewsOf(minimalMessage(raw));
+export const minimalViews = (raw: Uint8Array, registry: readonly StoredView[] = STORED_VIEWS): DerivedMessage => viewsOf(minimalMessage(raw), registry);
 
 /** Both steps on this thread, as the workers run them: the summary, then every view (tests, tools). */
 export async function parseMessage(received: Uint8Array, limits: ParseLimits) {

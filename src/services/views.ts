@@ -11,6 +11,7 @@ import type { MessageViews } from '../domain/message.ts';
 import type { ParseLimits } from '../derive/mime.ts';
 import { BudgetExceededError, createLane, LANE_WORKERS, type Lane } from '../derive/pool.ts';
 import { isCurrent, SEARCH_TEXT_VIEW, versionsOf, STORED_VIEWS, type ServiceContext, type ServiceView, type StoredView, type WorkerView } from '../derive/registry.ts';
+import { registryLane } from '../derive/registry-lane.ts';
 import type { SpamdTarget } from '../derive/spamd.ts';
 import type { DerivedMessage } from '../derive/views.ts';
 import type { MessageStore } from '../store/store.ts';
@@ -135,8 +136,8 @@ function within<T>(p: Promise<T>, ms: number, late: () => T): Promise<T> {
 export function createViewService(store: MessageStore, limits: ParseLimits, log: Logger, options: ViewServiceOptions = {}): ViewService {
   // the `derive` lane: a long derivation never delays the summaries the 250 waits for
   const ownLane = options.pool ? null : createLane({ name: 'derive', workers: LANE_WORKERS.derive, warn: (msg, err) => log.warn({ err }, msg) });
-  const pool = options.pool ?? ownLane!;
   const registry = options.registry ?? STORED_VIEWS;
+  const pool = registryLane(options.pool ?? ownLane!, registry); // its tasks derive `registry`'s views
   const context: ServiceContext = { spamd: options.spamd ?? null, budgets: options.budgets, warn: (fields, msg) => log.warn(fields, msg) };
   const budgetOf = (v: StoredView) => options.budgets?.[v.name] ?? v.budget ?? 0;
   // derivations at once: the lane's workers (apart from the summaries': a slow derivation never delays a 250)

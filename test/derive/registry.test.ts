@@ -1,6 +1,7 @@
-// The views registry (src/derive/registry.ts): a view registered there is derived with the others,
-// kept with them, derived again when its version changes, and falls back when its budget runs out;
-// the document is made by one loop over the registry, full or fallback.
+// The views registry (src/derive/registry.ts): a view registered there is derived with the others
+// (on the workers too when the registry is injected), kept with them, derived again when its version
+// changes, and falls back when its budget runs out; the document is made by one loop over the
+// registry, full or fallback. How the views are shown: test/http/email-views.test.ts.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,12 +9,13 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import pino from 'pino';
 import { minimalMessage, parseForViews } from '../../src/derive/message.ts';
-import { isCurrent, STORED_VIEWS, VIEWS, VIEWS_VERSION, type ParseView, type ServiceView, type StoredView } from '../../src/derive/registry.ts';
+import { isCurrent, STORED_VIEWS, VIEWS_VERSION, type ParseView, type ServiceView, type StoredView } from '../../src/derive/registry.ts';
 import { summarize } from '../../src/derive/summary.ts';
 import { viewsOf } from '../../src/derive/views.ts';
 import { createViewService } from '../../src/services/views.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail } from '../conformance/harness.ts';
+import { WITH_WORDS } from './fixtures/registry.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-registry-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -32,19 +34,31 @@ async function stored(name: string) {
   return { store, key: (await store.getEmail(row.id, Date.now()))!.messageKey };
 }
 
-test('every view of today is an entry, each name once, with a version, a fallback and a stage', () => {
-  const names = VIEWS.map((v) => v.name);
-  assert.deepEqual(names, [
-    'to', 'cc', 'messageId', 'headers', 'textBody', 'htmlBody', 'attachments', 'attachmentsDropped', 'agentBody', 'codes', 'links', 'htmlCheck', 'spam', 'searchText', 'authentication',
-  ]);
-  for (const v of VIEWS) {
-    assert.ok(Number.isInteger(v.version) && v.version >= 1, v.name);
-    assert.equal(typeof v.fallback, 'function', v.name);
+test('an injected registry\'s own views are derived on the derivation\'s workers, not only the shipped ones', { timeout: 120_000 }, async () => {
+  const { store, key } = await stored('injected');
+  const svc = createViewService(store, LIMITS, log, { registry: WITH_WORDS });
+  try {
+    const v = (await svc.get(key)) as unknown as Doc;
+    assert.equal(v.words, 6, 'its parse view: derived in the parse task');
+    assert.deepEqual(v.shout, { text: 'HELLO THERE, YOUR CODE IS 559120.', onWorker: true }, 'its worker view: a task of its own, on a worker');
+    assert.deepEqual((v.codes as { value: string }[]).map((c) => c.value), ['559120'], 'the shipped views with them');
+    await svc.stored(key);
+    assert.equal(isCurrent(JSON.parse((await store.getViews(key))!), WITH_WORDS), true, 'kept whole: the next read derives nothing');
+  } finally {
+    await svc.close();
+    await store.close();
   }
 });
 
+test('a registry with views of its own for the workers must be named by its module', async () => {
+  const { store } = await stored('unnamed');
+  const words = register({ name: 'words', stage: 'parse', version: 1, budget: null, wire: null, derive: () => 1, fallback: () => -1 });
+  assert.throws(() => createViewService(store, LIMITS, log, { registry: [...STORED_VIEWS, words] }), /defineRegistry/);
+  await store.close();
+});
+
 test('the document is one loop over the registry: a parse view is derived from the parse, and takes its fallback when no parser ran', async () => {
-  const words: ParseView = register({ name: 'words', stage: 'parse', version: 1, budget: null, derive: (m: { textBody: string | null }) => (m.textBody ?? '').split(/\s+/).filter(Boolean).length, fallback: () => -1 }) as ParseView;
+  const words: ParseView = register({ name: 'words', stage: 'parse', version: 1, budget: null, wire: null, derive: (m: { textBody: string | null }) => (m.textBody ?? '').split(/\s+/).filter(Boolean).length, fallback: () => -1 }) as ParseView;
   const registry = [...STORED_VIEWS, words];
   const full = viewsOf(await parseForViews(new Uint8Array(RAW), LIMITS), registry).views as unknown as Doc;
   assert.equal(full.words, 6);
@@ -60,7 +74,7 @@ test('the document is one loop over the registry: a parse view is derived from t
 test('a kept document is current only with every registered view at its version', () => {
   const doc = { version: VIEWS_VERSION, ...Object.fromEntries(STORED_VIEWS.map((v) => [v.name, null])) };
   assert.equal(isCurrent(doc, STORED_VIEWS), true);
-  const added = register({ name: 'extra', stage: 'service', version: 1, budget: 100, derive: () => null, fallback: () => null });
+  const added = register({ name: 'extra', stage: 'service', version: 1, budget: 100, wire: null, derive: () => null, fallback: () => null });
   assert.equal(isCurrent(doc, [...STORED_VIEWS, added]), false, 'a new view: mail already stored gets it');
   const bumped = { ...STORED_VIEWS[0], version: 2 } as StoredView;
   assert.equal(isCurrent(doc, [bumped, ...STORED_VIEWS.slice(1)]), false, 'a changed view: derived again');
@@ -72,7 +86,7 @@ test('a view registered in a test is derived, kept, derived again at a new versi
   const { store, key } = await stored('service-view');
   let calls = 0;
   const scored = (version: number): ServiceView => register({
-    name: 'score', stage: 'service', version, budget: 5000,
+    name: 'score', stage: 'service', version, budget: 5000, wire: null,
     derive: async (raw: Uint8Array) => {
       calls++;
       return { bytes: raw.byteLength, version };
@@ -108,7 +122,7 @@ test('a view registered in a test is derived, kept, derived again at a new versi
   } finally {
     await next.close();
   }
-  const stalled = register({ name: 'stall', stage: 'service', version: 1, budget: 200, derive: () => new Promise(() => undefined), fallback: () => 'fell back' });
+  const stalled = register({ name: 'stall', stage: 'service', version: 1, budget: 200, wire: null, derive: () => new Promise(() => undefined), fallback: () => 'fell back' });
   const slow = createViewService(store, LIMITS, log, { registry: [...STORED_VIEWS, stalled] });
   try {
     const started = performance.now();

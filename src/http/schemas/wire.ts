@@ -8,7 +8,7 @@ import { ERROR_MEANING, ERROR_TYPES } from '../../domain/errors.ts';
 import type { HtmlCheck } from '../../domain/html-check.ts';
 import type { SpamVerdict } from '../../domain/spam.ts';
 import type { AttachmentMeta, EmailFull } from '../../domain/message.ts';
-import type { AUTHENTICATION_VIEW, StoredViewName } from '../../derive/registry.ts';
+import { EMAIL_VIEWS, type EmailViewName } from '../../derive/registry.ts';
 import type { EmailSummary } from '../../domain/summary.ts';
 import type { KeyRecord } from '../../store/keys.ts';
 import type { Core } from '../../services/core.ts';
@@ -156,33 +156,38 @@ interface WireField {
   schema: TSchema;
   value(e: EmailFull, core: Core): unknown;
 }
-type ViewName = StoredViewName | typeof AUTHENTICATION_VIEW.name;
-const view = <K extends ViewName>(name: K, field: string, schema: TSchema, map?: (v: EmailFull[K], e: EmailFull, core: Core) => unknown): WireField =>
-  ({ field, schema, value: map ? (e, core) => map(e[name], e, core) : (e) => e[name] });
 
 /**
- * The full email's fields past the summary, in wire order: one row per view of the registry
- * (derive/registry.ts; `null`: not on this face), and `raw_url`. Typed exhaustive over the
- * registry, so a new view does not compile until its wire form is decided here.
+ * How the API writes a view that it does not write as kept (derive/registry.ts: which views it
+ * shows, their fields and schemas, are the entries'): by view name. A view without a shape here is
+ * written as kept.
  */
-const EMAIL_WIRE: { [K in ViewName | 'rawUrl']: WireField | null } = {
-  to: view('to', 'to', Type.String({ description: 'To header, decoded ("" when absent)' })),
-  cc: view('cc', 'cc', Type.String({ description: 'Cc header, decoded ("" when absent)' })),
-  messageId: view('messageId', 'message_id', Nullable(Type.String(), 'Message-ID header')),
-  headers: view('headers', 'headers', Type.Array(Type.Ref(HeaderSchema), { description: 'Every header in the order received' })),
-  textBody: view('textBody', 'text_body', Nullable(Type.String(), 'Null when the message had no plain-text part')),
-  htmlBody: view('htmlBody', 'html_body', Nullable(Type.String(), 'Null when the message had no HTML part. Sanitized with an allow-list: no script, iframe, object, embed, form, svg, on* attributes or javascript: URLs.')),
-  attachments: view('attachments', 'attachments', Type.Array(Type.Ref(AttachmentSchema)), (list, e, core) => list.map((a) => toWireAttachment(core, e.id, a))),
-  attachmentsDropped: view('attachmentsDropped', 'attachments_dropped', Type.Integer({ minimum: 0, description: 'Attachments not kept: over 5 MB decoded, or past the 100th. Additive.' })),
-  rawUrl: { field: 'raw_url', schema: Type.String({ description: 'Address of the message as received (`GET /api/v1/emails/{id}/raw`, an .eml download). Additive.' }), value: (e, core) => rawUrl(core, e.id) },
-  agentBody: null, // read_email's body (MCP)
-  codes: view('codes', 'codes', Type.Array(Type.Ref(CodeSchema), { description: 'Verification codes found in the subject, text and HTML, best first; [] when none (docs/extraction.md). Additive.' })),
-  links: view('links', 'links', Type.Array(Type.Ref(LinkSchema), { description: 'Links, the main action first and unsubscribe last; List-Unsubscribe included; nothing is fetched (docs/extraction.md). Additive.' })),
-  spam: view('spam', 'spam', Nullable(Type.Ref(SpamSchema), 'Spam score from SpamAssassin\'s spamd; null when EPHEMAIL_SPAMD is not set (or was not when the email was first read). Additive.'), (s) => s && toWireSpam(s)),
-  htmlCheck: view('htmlCheck', 'html_check', Nullable(Type.Ref(HtmlCheckSchema), 'HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive.'), (c) => c && toWireHtmlCheck(c)),
-  authentication: view('authentication', 'authentication', Nullable(Type.Ref(AuthenticationSchema), 'SPF, DKIM, DMARC and ARC verdicts; null until computed (within seconds of arrival when DNS answers) and for mail not received over SMTP. Additive.')),
+const HTTP_SHAPES: { [K in EmailViewName]?: (v: EmailFull[K], e: EmailFull, core: Core) => unknown } = {
+  attachments: (list, e, core) => list.map((a) => toWireAttachment(core, e.id, a)),
+  spam: (s) => s && toWireSpam(s),
+  htmlCheck: (c) => c && toWireHtmlCheck(c),
 };
-const EMAIL_FIELDS = Object.values(EMAIL_WIRE).filter((f) => f !== null);
+
+/** The one field that is no view: the raw message's address, after the view named here (its place since it was added). */
+const RAW_URL = {
+  after: 'attachmentsDropped' satisfies EmailViewName,
+  field: { field: 'raw_url', schema: Type.String({ description: 'Address of the message as received (`GET /api/v1/emails/{id}/raw`, an .eml download). Additive.' }), value: (e, core) => rawUrl(core, e.id) } as WireField,
+};
+
+/** A view's field on the API, from its entry. */
+function viewField(view: (typeof EMAIL_VIEWS)[number]): WireField[] {
+  if (!view.wire?.faces.includes('http')) return [];
+  const name = view.name;
+  const shape = HTTP_SHAPES[name] as ((v: unknown, e: EmailFull, core: Core) => unknown) | undefined;
+  const field: WireField = { field: view.wire.field, schema: Type.Unsafe(view.wire.schema), value: shape ? (e, core) => shape(e[name], e, core) : (e) => e[name] };
+  return name === RAW_URL.after ? [field, RAW_URL.field] : [field];
+}
+
+/**
+ * The full email's fields past the summary, in wire order: one per view of the registry that the
+ * API shows (derive/registry.ts, `wire`), in the registry's order, and `raw_url`.
+ */
+export const EMAIL_FIELDS: readonly WireField[] = EMAIL_VIEWS.flatMap(viewField);
 
 export const EmailFullSchema = Type.Object(
   { ...summaryFields, ...Object.fromEntries(EMAIL_FIELDS.map((f) => [f.field, f.schema])) },

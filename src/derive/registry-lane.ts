@@ -1,0 +1,17 @@
+// A derivation lane that derives the views of a registry the service was given (registry.ts
+// defineRegistry), not the workers' own: apart from the registry, which the lane's tasks load (ops.ts).
+import type { Lane } from './pool.ts';
+import { registrySource, type StoredView } from './registry.ts';
+
+/**
+ * `lane` with every task naming `registry` (when it is not STORED_VIEWS): its workers derive the views
+ * of the registry the service was given, not their own.
+ */
+export function registryLane(lane: Lane, registry: readonly StoredView[]): Lane {
+  const source = registrySource(registry);
+  if (!source) return lane;
+  // everything else of the lane as it is (its prototype): only a task's options change
+  const named = Object.create(lane) as Lane;
+  named.run = (op, raw, limits, opts = {}) => lane.run(op, raw, limits, { ...opts, options: { ...opts.options, registry: source } });
+  return named;
+}
