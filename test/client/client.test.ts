@@ -15,7 +15,7 @@ before(async () => {
 });
 after(() => svc.stop());
 
-test('the checked-in types are what the live OpenAPI document generates (run packages/client/scripts/types.ts after an API change)', async () => {
+test('the checked-in types are what the live OpenAPI document generates (run `npm run gen` after an API or view change)', async () => {
   assert.equal(readFileSync(SCHEMA_FILE, 'utf8'), await generateTypes());
 });
 
