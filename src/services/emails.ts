@@ -4,7 +4,7 @@ import { AppError } from '../domain/errors.ts';
 import { isUuid } from '../domain/ids.ts';
 import { remembering } from '../domain/remember.ts';
 import type { AttachmentMeta, EmailFull, MessageViews } from '../domain/message.ts';
-import { AUTHENTICATION_VIEW, STORED_VIEWS } from '../derive/registry.ts';
+import { AUTHENTICATION_VIEW, EMAIL_VIEWS, STORED_VIEWS } from '../derive/registry.ts';
 import { FILTER_FIELDS, FILTER_MAX_CHARS, searchNeedle, type FilterField } from '../domain/search.ts';
 import type { EmailSummary } from '../domain/summary.ts';
 import type { Authentication } from './authentication.ts';
@@ -211,7 +211,20 @@ export function listEmailsNow(core: Core, input: ListInput, parse?: (raw: string
   return emails && { address, emails, waited: false };
 }
 
+/**
+ * The views `latest` filters on (derive/registry.ts `wire.filter`): a query parameter each, named by
+ * the view's field; the email's value must equal the one asked for, case-insensitively.
+ */
+export const VIEW_FILTERS = EMAIL_VIEWS.filter((v) => v.wire?.filter !== undefined).map((v) => ({ name: v.name, field: v.wire!.field, description: v.wire!.filter! }));
+/**
+ * A view filter reads the views of at most this many of the nearest emails that match the other
+ * filters, per request and per wake-up of a held one (deriving those not derived yet, as the caller's).
+ */
+export const VIEW_SCAN_MAX = 20;
+
 export interface LatestInput extends MailFilter {
+  /** View filters by view name (VIEW_FILTERS); empty values are ignored. */
+  views?: Partial<Record<string, string>>;
   address: string;
   /** Only mail newer than this id (any UUIDv7: one made from the current time means "from now on"). */
   since?: string;
@@ -226,20 +239,36 @@ export function checkLatest(core: Pick<Core, 'domains'>, input: LatestInput) {
   const { address } = resolveInbox(core, input.address);
   checkCursors(input);
   const match = checkFilter(input) ?? { head: null, needle: null };
-  return { address, match, since: input.since?.toLowerCase() };
+  const views: [string, string][] = [];
+  for (const f of VIEW_FILTERS) {
+    const v = input.views?.[f.name];
+    if (v === undefined || v === '') continue;
+    if (v.length > FILTER_MAX_CHARS) throw new AppError('invalid_request', `${f.field} is at most ${FILTER_MAX_CHARS} characters`);
+    views.push([f.name, v.toLowerCase()]);
+  }
+  return { address, match, views, since: input.since?.toLowerCase() };
 }
 export type CheckedLatest = ReturnType<typeof checkLatest>;
 
 /** The newest email that matches, in full, or null (none yet, or the wait ran out). `checked`: checkLatest of this input, when made already. */
 export async function latestEmail(core: Core, input: LatestInput, checked: CheckedLatest = checkLatest(core, input)): Promise<{ address: string; email: EmailFull | null; waited: boolean }> {
-  const { address, match, since } = checked;
+  const { address, match, views: wanted, since } = checked;
   const newest = async () => {
-    const [e] = await filteredPage(core, address, { limit: 1 }, match, since);
-    return e ? [e] : [];
+    if (wanted.length === 0) {
+      const [e] = await filteredPage(core, address, { limit: 1 }, match, since);
+      return e ? [e] : [];
+    }
+    // the nearest that match the other filters, newest first: the first whose views match too
+    for (const e of await filteredPage(core, address, { limit: VIEW_SCAN_MAX }, match, since)) {
+      const views = await rowAndViews(core, e.id, input.reader).then((r) => r.views as unknown as Record<string, unknown>, () => null);
+      if (views && wanted.every(([name, want]) => typeof views[name] === 'string' && (views[name] as string).toLowerCase() === want)) return [e];
+    }
+    return [];
   };
   const ms = (input.waitSeconds ?? 0) * 1000;
+  const viewKey = wanted.map(([n, v]) => `${n}=${v}`).join('\u0000');
   const { result, waited } = ms > 0
-    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${filterKey(input)}`)
+    ? await core.waits.hold(address, ms, newest, input.signal, `latest:${since ?? ''}:${filterKey(input)}:${viewKey}`)
     : { result: await newest(), waited: false };
   if (result.length === 0) return { address, email: null, waited };
   try {

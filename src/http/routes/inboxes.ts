@@ -31,6 +31,8 @@ const LatestQuery = Type.Object({
   from: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose decoded From contains this text (case-insensitive)' })),
   subject: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose decoded Subject contains this text (case-insensitive)' })),
   text: Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: 'Only emails whose body text contains this (case-insensitive, white space as one space); reads the search texts of at most the 200 nearest emails per request' })),
+  // one per view of the registry that `latest` filters on (derive/registry.ts wire.filter)
+  ...Object.fromEntries(emails.VIEW_FILTERS.map((f) => [f.field, Type.Optional(Type.String({ maxLength: FILTER_MAX_CHARS, description: `${f.description}. Reads the views of at most the ${emails.VIEW_SCAN_MAX} nearest emails that match the other filters. Additive.` }))])),
 });
 const InboxBody = Type.Optional(
   Type.Object(
@@ -132,7 +134,8 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?:
     },
   }, async (request, reply) => {
     const q = request.query;
-    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, text: q.text, waitSeconds: q.wait, reader: readerOf(request.ip) };
+    const views = Object.fromEntries(emails.VIEW_FILTERS.map((f) => [f.name, (q as Record<string, unknown>)[f.field] as string | undefined]));
+    const input = { address: request.params.address, since: q.since, from: q.from, subject: q.subject, text: q.text, views, waitSeconds: q.wait, reader: readerOf(request.ip) };
     const answer = (out: Awaited<ReturnType<typeof emails.latestEmail>>) =>
       ({ data: out.email && toWireEmail(core, out.email), meta: { address: out.address, waited: out.waited } });
     if (q.wait <= 0) return answer(await emails.latestEmail(core, input));
