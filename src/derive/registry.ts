@@ -26,6 +26,7 @@ import type { SpamVerdict } from '../domain/spam.ts';
 import type { CodeCandidate } from '../domain/extract/codes.ts';
 import type { EmailLink } from '../domain/extract/links.ts';
 import type { RenderedBody } from '../domain/agent-body.ts';
+import { LANGUAGE_BUDGET_MS, LANGUAGE_MAX_CHARS } from '../domain/language.ts';
 import { checkSpam, SPAM_TIMEOUT_MS, type SpamdTarget } from './spamd.ts';
 import type { ParsedMessage } from './message.ts';
 import { normalizeContentType, roughText, safeFilename, toBytes } from './parts.ts';
@@ -175,6 +176,24 @@ export const STORED_VIEWS = [
     derive: async (html) => (await import('../domain/html-check-run.ts')).checkHtml(html.slice(0, HTML_CHECK_MAX_CHARS), html.length > HTML_CHECK_MAX_CHARS),
     fallback: (reason, html) => htmlCheckError(reason, html.length > HTML_CHECK_MAX_CHARS),
     wire: { field: 'html_check', faces: API_PAGE, schema: nullable({ $ref: 'HtmlCheck' }, 'HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive.') },
+  }),
+  worker({
+    name: 'language',
+    version: 1,
+    budget: LANGUAGE_BUDGET_MS,
+    // the start of the text body, or of the HTML's text; without a body, null
+    prepare: (m): { input: string } | { value: string | null } => {
+      const text = m.textBody ?? (m.htmlBody === null ? null : m.agent().body);
+      return text ? { input: text.slice(0, LANGUAGE_MAX_CHARS * 2) } : { value: null };
+    },
+    derive: async (text) => (await import('../domain/language.ts')).detectLanguage(text),
+    fallback: () => null,
+    wire: {
+      field: 'language',
+      faces: ALL,
+      schema: nullable({ type: 'string' }, 'The body\'s language as a BCP 47 primary subtag: ISO 639-1 when the language has one (`fr`, `en`), else ISO 639-3; null when the body is too short or the language undetermined (franc-min, 82 languages; docs/extraction.md). Additive.'),
+      filter: 'Only emails whose body is in this language (the `language` field, e.g. `fr`)',
+    },
   }),
 ] as const;
 // (checked against StoredView where it is used as one: a `satisfies` here would widen every name to string)

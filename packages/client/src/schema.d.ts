@@ -594,6 +594,8 @@ export interface components {
             spam: components["schemas"]["Spam"] | null;
             /** @description HTML compatibility with major mail clients (caniemail.com data); null when the message has no HTML part. Additive. */
             html_check: components["schemas"]["HtmlCheck"] | null;
+            /** @description The body's language as a BCP 47 primary subtag: ISO 639-1 when the language has one (`fr`, `en`), else ISO 639-3; null when the body is too short or the language undetermined (franc-min, 82 languages; docs/extraction.md). Additive. */
+            language: string | null;
             /** @description SPF, DKIM, DMARC and ARC verdicts; null until computed (within seconds of arrival when DNS answers) and for mail not received over SMTP. Additive. */
             authentication: components["schemas"]["Authentication"] | null;
         };
@@ -1642,6 +1644,8 @@ export interface operations {
                 subject?: string;
                 /** @description Only emails whose body text contains this (case-insensitive, white space as one space); reads the search texts of at most the 200 nearest emails per request */
                 text?: string;
+                /** @description Only emails whose body is in this language (the `language` field, e.g. `fr`). Reads the views of at most the 20 nearest emails that match the other filters. Additive. */
+                language?: string;
             };
             header?: never;
             path: {
