@@ -70,3 +70,20 @@ test('read_email has each view its entry shows there, and its result is valid ag
   assert.deepEqual(Object.keys(out).sort(), Object.keys(outputSchema.properties).sort(), 'every published field is there, and nothing else');
   assert.equal(out.codes[0].value, '559120');
 });
+
+test('language: the body\'s language on both faces, and latest filters on it', async () => {
+  const inbox = 'langs@ephemail.test';
+  await svc.send({ to: inbox, from: 'a@shop.example', subject: 'Votre commande', text: 'Bonjour, votre commande a bien été expédiée. Vous la recevrez dans trois jours ouvrés. Merci de votre confiance.' });
+  await svc.send({ to: inbox, from: 'a@shop.example', subject: 'Your order', text: 'Hello, your order has shipped and should arrive within three working days. Thank you for shopping with us.' });
+  await svc.send({ to: inbox, from: 'a@shop.example', subject: 'Code', text: 'Code: 559120' });
+  const fr = (await (await svc.api(`/api/v1/inboxes/${inbox}/latest?language=fr`)).json()).data;
+  assert.equal(fr.subject, 'Votre commande');
+  assert.equal(fr.language, 'fr');
+  const en = (await (await svc.api(`/api/v1/inboxes/${inbox}/latest?language=EN`)).json()).data;
+  assert.equal(en.subject, 'Your order', 'case-insensitive');
+  assert.equal((await (await svc.api(`/api/v1/inboxes/${inbox}/latest?language=de`)).json()).data, null, 'none in German');
+  const newest = (await (await svc.api(`/api/v1/inboxes/${inbox}/latest`)).json()).data;
+  assert.equal(newest.language, null, 'too short to tell');
+  const read = (await callRaw(svc, 'read_email', { email_id: fr.id })).result.structuredContent;
+  assert.equal(read.language, 'fr');
+});
