@@ -1,6 +1,9 @@
 // The HTML of the pages: a shared layout and one function per page. Every value that came from
 // mail or from the URL goes through esc(); the pages carry no inline script or style (pageCsp).
+// The email page shows the views the registry gives the 'page' face (derive/registry.ts `wire.faces`):
+// those it has a place or words of its own for, and any other in its details, generically.
 import type { EmailFull } from '../domain/message.ts';
+import { EMAIL_VIEWS, type EmailViewName, type Wire } from '../derive/registry.ts';
 import { authHints, authLine } from '../domain/authentication.ts';
 import { decodeWords } from 'postal-mime';
 
@@ -210,8 +213,88 @@ function decodeHeader(value: string): string {
 
 /** The email's own HTML is never part of this page: only the address of its isolated frame. */
 
+/** An entry of the registry, as far as the page reads one. */
+export interface PageView {
+  name: string;
+  wire: Wire | null;
+}
+
+/**
+ * The views the page shows in a place of its own (the details' To, Cc and authentication rows, the
+ * header table, the body tabs, the attachments, the codes and action link, the Links and Checks
+ * tabs). Any other view the registry gives the 'page' face is a row of the details: in its own words
+ * when DETAIL_ROWS has them, else generically (its field and value).
+ */
+export const OWN_PLACE: ReadonlySet<string> = new Set<EmailViewName>(['to', 'cc', 'authentication', 'headers', 'textBody', 'htmlBody', 'attachments', 'codes', 'links', 'spam', 'htmlCheck']);
+
+/** A view's row of the details in words of its own: its label and its value as HTML ('' for no row). */
+interface DetailRow<K extends EmailViewName> {
+  label: string;
+  html(v: EmailFull[K]): string;
+}
+const detailRow = <K extends EmailViewName>(_name: K, r: DetailRow<K>) => r;
+
+const LANGUAGE_NAMES = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' });
+
+/** "French (fr)" for a language code (BCP 47, as the `language` view gives it); the code alone when it has no English name. */
+export function languageName(code: string): string {
+  let name: string | undefined;
+  try {
+    name = LANGUAGE_NAMES.of(code);
+  } catch {
+    name = undefined; // not a well-formed code
+  }
+  return name && name !== code ? `${name} (${code})` : code;
+}
+
+const DETAIL_ROWS: { [K in EmailViewName]?: DetailRow<K> } = {
+  language: detailRow('language', { label: 'Language', html: (code) => (code ? esc(languageName(code)) : '') }),
+};
+
+/** Longest value shown generically (a view's JSON can be long): cut, with an ellipsis. */
+const GENERIC_MAX = 500;
+
+/** A view's value as the details show one without words of its own: text, a number or a yes/no as it is, anything else as JSON (code); '' when empty. */
+export function genericValue(value: unknown): string {
+  if (value === null || value === undefined || value === '') return '';
+  if (Array.isArray(value) && value.length === 0) return '';
+  if (typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0) return '';
+  let text: string;
+  if (typeof value === 'string') text = value;
+  else if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') text = String(value);
+  else {
+    try {
+      text = JSON.stringify(value) ?? '';
+    } catch {
+      text = String(value);
+    }
+  }
+  if (text.length > GENERIC_MAX) text = `${text.slice(0, GENERIC_MAX)}…`;
+  return typeof value === 'object' ? `<code>${esc(text)}</code>` : esc(text);
+}
+
+/** "message_id" → "Message id": a field's name as a label. */
+const fieldLabel = (field: string): string => {
+  const words = field.replace(/_/g, ' ');
+  return words.charAt(0).toUpperCase() + words.slice(1);
+};
+
+/** The details' rows of the page's views without a place of their own, in the registry's order: label and value HTML, non-empty. */
+function viewRows(e: EmailFull, views: readonly PageView[]): { label: string; html: string }[] {
+  const values = e as unknown as Record<string, unknown>;
+  return views.flatMap((view) => {
+    if (!view.wire?.faces.includes('page') || OWN_PLACE.has(view.name)) return [];
+    const own = DETAIL_ROWS[view.name as EmailViewName] as DetailRow<EmailViewName> | undefined;
+    const value = values[view.name];
+    const html = own ? own.html(value as never) : genericValue(value);
+    return html ? [{ label: own ? own.label : fieldLabel(view.wire.field), html }] : [];
+  });
+}
+
+
 /** What the "Details" hold (collapsed on phones, so that the body starts on the first screen). */
-const metaSummary = (e: EmailFull): string => (e.cc ? 'to, cc, authentication, times' : 'to, authentication, times');
+const metaSummary = (e: EmailFull, rows: readonly { label: string }[]): string =>
+  [...(e.cc ? ['to', 'cc', 'authentication'] : ['to', 'authentication']), ...rows.map((r) => r.label.toLowerCase()), 'times'].join(', ');
 
 /** The verdicts on one line, with a plain-words hint for each failure (docs/authentication.md). */
 function authenticationRow(e: EmailFull): string {
@@ -221,7 +304,8 @@ function authenticationRow(e: EmailFull): string {
   return `<span id="auth-line">${esc(authLine(a))}</span>${hints.length ? `<ul class="auth-hints muted">${hints.map((h) => `<li>${esc(h)}</li>`).join('')}</ul>` : ''}`;
 }
 
-export function emailPage(assets: Assets, e: EmailFull): string {
+/** The email's page; `views`: the registry whose 'page' views it shows (tests pass their own). */
+export function emailPage(assets: Assets, e: EmailFull, views: readonly PageView[] = EMAIL_VIEWS): string {
   const hasHtml = e.htmlBody !== null && e.htmlBody.trim() !== '';
   const first = hasHtml ? 'html' : 'text';
   const tab = (id: string, label: string) =>
@@ -244,6 +328,9 @@ export function emailPage(assets: Assets, e: EmailFull): string {
     return `<tr><th scope="row">${esc(h.name)}</th><td><span class="hv-decoded">${esc(decoded)}</span><span class="hv-raw" hidden>${esc(h.value)}</span></td></tr>`;
   }).join('');
   const checks = senderChecks(e);
+  const extraRows = viewRows(e, views);
+  // the text body's language, for screen readers and hyphenation (a code as the view gives it: checked, not trusted)
+  const textLang = typeof e.language === 'string' && /^[a-z]{2,3}$/.test(e.language) ? ` lang="${e.language}"` : '';
   const body = `<nav class="crumbs"><a id="back" href="${esc(inboxPath(e.address))}">← ${esc(e.address)}</a></nav>
 <article class="email">
 <h1 class="subject">${e.subject ? esc(e.subject) : '<span class="muted">(no subject)</span>'}</h1>
@@ -251,12 +338,13 @@ export function emailPage(assets: Assets, e: EmailFull): string {
 <dl class="meta">
 ${row('From', esc(e.sender) || '<span class="muted">(none)</span>')}
 </dl>
-<details class="meta-more" id="meta-more" open><summary>Details <span class="muted">(${esc(metaSummary(e))})</span></summary>
+<details class="meta-more" id="meta-more" open><summary>Details <span class="muted">(${esc(metaSummary(e, extraRows))})</span></summary>
 <dl class="meta">
 ${row('Mailed by', esc(e.mailedBy ?? ''))}
 ${row('Authentication', authenticationRow(e))}
 ${row('To', esc(e.to))}
 ${row('Cc', esc(e.cc))}
+${extraRows.map((r) => row(esc(r.label), r.html)).join('')}
 ${row('Received', `<time data-rel datetime="${iso(e.receivedAt)}" title="${utc(e.receivedAt)}">${utc(e.receivedAt)}</time>`)}
 ${row('Expires', `<time data-countdown datetime="${iso(e.expiresAt)}" title="${utc(e.expiresAt)}">${utc(e.expiresAt)}</time>`)}
 </dl>
@@ -273,7 +361,7 @@ ${hasHtml ? `<section id="panel-html" role="tabpanel" aria-labelledby="tab-html"
 <div class="frame-wrap"><iframe id="body-frame" title="Email body (isolated)" sandbox="allow-same-origin allow-popups allow-popups-to-escape-sandbox" referrerpolicy="no-referrer" loading="eager" src="/web/frames/${esc(e.id)}"></iframe></div>
 </section>` : ''}
 <section id="panel-text" role="tabpanel" aria-labelledby="tab-text" class="panel"${first === 'text' ? '' : ' hidden'}>
-${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body" data-linkify>${esc(e.textBody.trimEnd())}</pre>` : '<p class="muted">This email has no plain-text part.</p>'}
+${e.textBody !== null && e.textBody !== '' ? `<pre class="text-body"${textLang} data-linkify>${esc(e.textBody.trimEnd())}</pre>` : '<p class="muted">This email has no plain-text part.</p>'}
 </section>
 <section id="panel-headers" role="tabpanel" aria-labelledby="tab-headers" class="panel" hidden>
 <p><button id="headers-raw" type="button" aria-pressed="false">Show raw values</button></p>

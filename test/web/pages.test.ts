@@ -304,6 +304,33 @@ test('the headers tab shows encoded words decoded, with a toggle to the raw valu
   assert.equal(await page.locator('#headers-raw').getAttribute('aria-pressed'), 'true');
 });
 
+test('the email\'s details name its body\'s language (the registry\'s `language` view): French, English, none for a short one', async () => {
+  const box = `lang${Date.now()}@ephemail.test`;
+  const mails = [
+    { subject: 'Votre commande', text: 'Bonjour Dana,\n\nnous avons bien reçu votre commande et nous vous remercions de votre confiance. Elle sera expédiée demain matin et vous recevrez un message dès son départ de notre entrepôt.\n\nCordialement,\nL\'équipe' },
+    { subject: 'Your order', text: 'Hello Dana,\n\nwe have received your order and thank you for your trust. It will be shipped tomorrow morning and you will get a message as soon as it leaves our warehouse.\n\nKind regards,\nThe team' },
+    { subject: 'Short', text: 'ok, thanks' },
+  ];
+  for (const m of mails) await svc.send({ to: box, ...m });
+  const list = (await (await svc.api(`/api/v1/inboxes/${box}/emails`)).json()).data as { id: string; subject: string }[];
+  const shown: Record<string, { row: string | null; summary: string; lang: string | null }> = {};
+  for (const m of mails) {
+    const { id } = list.find((e) => e.subject === m.subject)!;
+    await page.goto(`${svc.http}/inbox/${box}/${id}`);
+    const row = page.locator('#meta-more dt', { hasText: /^Language$/ });
+    shown[m.subject] = {
+      row: (await row.count()) ? await row.locator('xpath=following-sibling::dd[1]').innerText() : null,
+      summary: await page.locator('#meta-more summary').innerText(),
+      lang: await page.locator('#panel-text pre').getAttribute('lang'),
+    };
+  }
+  assert.deepEqual(shown, {
+    'Votre commande': { row: 'French (fr)', summary: 'Details (to, authentication, language, times)', lang: 'fr' },
+    'Your order': { row: 'English (en)', summary: 'Details (to, authentication, language, times)', lang: 'en' },
+    Short: { row: null, summary: 'Details (to, authentication, times)', lang: null },
+  });
+});
+
 test('dark mode and phone width render every page', async () => {
   await page.emulateMedia({ colorScheme: 'dark' });
   await svc.send({ to: address, from: 'Carol <carol@example.com>', subject: 'Dark mode check', text: 'd' });
