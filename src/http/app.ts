@@ -59,15 +59,20 @@ export const HTTP_TIMEOUTS: HttpTimeouts = Object.freeze({ headersMs: 30_000, re
  * unknown field is an error, never silently dropped). String lengths count characters (code points),
  * as JSON Schema says. Fastify calls this for every encapsulation context, with that context's schemas.
  */
-function validators(externalSchemas: unknown) {
+function validators() {
   const ajvOptions = { removeAdditional: false, useDefaults: true, allErrors: false, strict: false } as const;
+  // one pair for the whole app (each new Ajv compiles the draft-07 meta-schema again: two per
+  // encapsulation context were ~2/3 of a start's CPU); a context's shared schemas are added once by $id
   const coercing = new Ajv({ ...ajvOptions, coerceTypes: true });
   const strict = new Ajv({ ...ajvOptions, coerceTypes: false });
-  for (const schema of Object.values((externalSchemas ?? {}) as Record<string, object>)) {
-    coercing.addSchema(schema);
-    strict.addSchema(schema);
-  }
-  return ({ schema, httpPart }: { schema: object; httpPart?: string }) => lazyValidator(() => (httpPart === 'body' ? strict : coercing).compile(schema));
+  return (externalSchemas: unknown) => {
+    for (const schema of Object.values((externalSchemas ?? {}) as Record<string, { $id?: string }>)) {
+      if (schema.$id !== undefined && coercing.getSchema(schema.$id) !== undefined) continue;
+      coercing.addSchema(schema);
+      strict.addSchema(schema);
+    }
+    return ({ schema, httpPart }: { schema: object; httpPart?: string }) => lazyValidator(() => (httpPart === 'body' ? strict : coercing).compile(schema));
+  };
 }
 
 /**
@@ -123,7 +128,7 @@ export async function buildApp(core: Core, mounts: Mount[] = [], timeouts: HttpT
     // setValidatorCompiler, so that a route plugin adding schemas of its own keeps these rules
     // (Fastify's typings describe the compiler as Ajv's compile(schema); it is called with the route's
     // { schema, httpPart, ... }, as its documentation shows: hence the one cast)
-    schemaController: { compilersFactory: { buildValidator: validators as never, buildSerializer: lazySerializers() as never } },
+    schemaController: { compilersFactory: { buildValidator: validators() as never, buildSerializer: lazySerializers() as never } },
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: 1000 },
     // requests Node's parser refuses (headers over its 16 KiB limit, bytes that are not HTTP) get the envelope
     clientErrorHandler: (err: NodeJS.ErrnoException, socket) => {
