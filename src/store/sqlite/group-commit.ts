@@ -6,7 +6,7 @@ import type Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { typedStoreError } from './errors.ts';
 import { SQL } from './migrations.ts';
-import { makeOps, type Batch, type Outcome, type WriteJob } from './write-ops.ts';
+import { makeOps, type Batch, type Outcome, type Refusal, type WriteJob } from './write-ops.ts';
 
 export type { WriteJob } from './write-ops.ts';
 import type { WriterData, WriterMessage, WriterReply } from './writer.ts';
@@ -20,8 +20,6 @@ import { workerEntry } from '../../worker-entry.ts';
 export const LAZY_MS = 200;
 const LAZY_MAX = 256;
 const MAX_BATCH = 512;
-/** The WAL is cut back to this size after a checkpoint (SQLite keeps it at its largest otherwise). */
-const WAL_LIMIT = 16 * 1024 * 1024;
 /** A batch writing this many bytes is checkpointed right after it commits. */
 const BIG_WRITE = 4 * 1024 * 1024;
 
@@ -38,6 +36,8 @@ export interface GroupCommit {
    * another write to share a commit with (and commit after writes made meanwhile).
    */
   write(job: WriteJob, options?: { lazy?: boolean }): Promise<number>;
+  /** Writes new mail (with its webhook events, if any); resolves once committed with the events a cap refused. */
+  writeMail(job: Extract<WriteJob, { kind: 'add' }>): Promise<Refusal[]>;
   /** Resolves once no write is in flight, and stops the thread. */
   close(): Promise<void>;
   /** Which path committed: batches committed on the writer thread and on this thread; whether the thread is up. */
@@ -55,7 +55,7 @@ export interface GroupCommitStats { threadBatches: number; localBatches: number;
  * loop per batch.
  */
 export function groupCommit(db: Database.Database, path: string | null): GroupCommit {
-  interface Pending { job: WriteJob; resolve: (n: number) => void; reject: (e: unknown) => void }
+  interface Pending { job: WriteJob; resolve: (o: { value: number; refused?: Refusal[] }) => void; reject: (e: unknown) => void }
   let queue: Pending[] = [];
   /** Lazy writes waiting for another batch (or their timer) to commit with. */
   let deferred: Pending[] = [];
@@ -89,7 +89,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
       const o = outcomes?.[i];
       if (!o) p.reject(failed);
       else if ('error' in o) p.reject(unavailable(asError(o.error)));
-      else p.resolve(o.value);
+      else p.resolve(o);
     });
   };
 
@@ -97,7 +97,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
     if (writer || writerDead || !path) return;
     try {
       const entry = workerEntry(typeof EPHEMAIL_WRITER_ENTRY === 'string' ? EPHEMAIL_WRITER_ENTRY : undefined, new URL('./writer.ts', import.meta.url));
-      const workerData: WriterData = { path, sql: SQL, walLimit: WAL_LIMIT, bigWrite: BIG_WRITE };
+      const workerData: WriterData = { path, sql: SQL, bigWrite: BIG_WRITE };
       // (its young generation capped like the derivation workers': docs/architecture.md "Memory")
       const w = new Worker(entry.url, { execArgv: entry.execArgv, workerData, resourceLimits: { maxYoungGenerationSizeMb: 8 } });
       writer = w;
@@ -183,21 +183,23 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
     takeDeferred(); // (also stops the timer)
     if (!inFlight) schedule();
   };
+  const write = (job: WriteJob, options?: { lazy?: boolean }) =>
+    new Promise<{ value: number; refused?: Refusal[] }>((resolve, reject) => {
+      if (!db.open) return reject(new StoreUnavailableError('the SQLite database is closed'));
+      startWriter();
+      if (options?.lazy && !writerDead) {
+        deferred.push({ job, resolve, reject });
+        if (deferred.length >= LAZY_MAX) commitDeferred();
+        else lazyTimer ??= setTimeout(commitDeferred, LAZY_MS);
+        return;
+      }
+      queue.push({ job, resolve, reject });
+      if (!inFlight) schedule();
+    });
   return {
     stats: () => ({ threadBatches: committed.thread, localBatches: committed.local, threadReady: writerReady && !writerDead && writer !== null }),
-    write: (job, options) =>
-      new Promise<number>((resolve, reject) => {
-        if (!db.open) return reject(new StoreUnavailableError('the SQLite database is closed'));
-        startWriter();
-        if (options?.lazy && !writerDead) {
-          deferred.push({ job, resolve, reject });
-          if (deferred.length >= LAZY_MAX) commitDeferred();
-          else lazyTimer ??= setTimeout(commitDeferred, LAZY_MS);
-          return;
-        }
-        queue.push({ job, resolve, reject });
-        if (!inFlight) schedule();
-      }),
+    write: (job, options) => write(job, options).then((o) => o.value),
+    writeMail: (job) => write(job).then((o) => o.refused ?? []),
     close: () => {
       writerDead = true; // closing: what is queued now commits here, the thread stops
       takeDeferred();

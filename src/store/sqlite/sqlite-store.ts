@@ -10,6 +10,8 @@ import { createSecureRandom, type RandomSource } from '../../random.ts';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import { typedStoreError } from './errors.ts';
 import { groupCommit, type WriteJob } from './group-commit.ts';
+import type { AddEvents } from './write-ops.ts';
+import { bodyFor, type MailEvents } from '../webhooks.ts';
 import { MIGRATIONS } from './migrations.ts';
 import { createSqliteDomains } from './domains.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
@@ -17,6 +19,7 @@ import { createSqliteFaults } from './faults.ts';
 import { createSqliteKeys } from './keys.ts';
 import type { EmailSummary } from '../../domain/summary.ts';
 import { summaryOf, type ListQuery, type NewEmail, type Store, type StoredBytes, type StoredEmail, parseEnvelope, type StoredAuthentication } from '../store.ts';
+import { applyPragmas } from './pragmas.ts';
 
 const CHUNK = 256 * 1024;
 /** Rows one sweep transaction deletes: a flood expiring never holds the writer for long. */
@@ -49,12 +52,7 @@ const toSummary = (r: EmailRow): EmailSummary => ({
 export function createSqliteStore(path: string, options: { random?: RandomSource } = {}): Store {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
-  db.pragma('journal_mode = WAL'); // readers never block the writer
-  db.pragma('synchronous = FULL'); // a commit is on disk before addEmails resolves: a 250 is never lost, even on power loss
-  db.pragma('foreign_keys = ON'); // freeing a message frees its parts
-  db.pragma('temp_store = MEMORY'); // temporary tables and journals in memory, never a temp file
-  db.pragma('busy_timeout = 5000'); // the operator CLI may hold the write lock briefly
-  db.pragma('journal_size_limit = 16777216'); // the WAL is cut back to 16 MiB after a checkpoint
+  applyPragmas(db);
   migrate(db);
 
   const last = db.prepare('SELECT max(id) AS id FROM emails').get() as { id: string | null };
@@ -96,7 +94,7 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
     }
   };
 
-  function addEmails(emails: NewEmail[]): Promise<StoredEmail[]> {
+  function addEmails(emails: NewEmail[], events?: MailEvents): Promise<StoredEmail[]> {
     if (emails.length === 0) return Promise.resolve([]);
     // ids in input order; a message's key is the id of its first row, its expiry the latest of its rows
     const messages = new Map<Uint8Array, [string, Uint8Array, number, string | null, string | null]>();
@@ -109,7 +107,18 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
       rows.push([id, e.address, m[0], e.sender, e.mailedBy, e.subject, e.hasAttachments ? 1 : 0, e.receivedAt, e.expiresAt]);
       return { ...summaryOf(id, e), messageKey: m[0] };
     });
-    return writes.write({ kind: 'add', messages: [...messages.values()], emails: rows }).then(() => summaries);
+    if (!events || events.jobs.length === 0) return writes.write({ kind: 'add', messages: [...messages.values()], emails: rows }).then(() => summaries);
+    // the webhook events in the mail's transaction (ids are known here: assigned on this thread)
+    const jobs = events.jobs.map((j) => ({ ...j, emailId: summaries[j.email].id }));
+    const add: AddEvents = {
+      jobs: jobs.map((j) => [j.id, j.webhookId, j.keyHash, j.emailId, j.dueAt, j.expiresAt]),
+      bodies: [...events.bodies].map(([i, pieces]) => [summaries[i].id, bodyFor(pieces, summaries[i].id), emails[i].expiresAt]),
+      caps: [events.caps.perKey, events.caps.perHook],
+    };
+    return writes.writeMail({ kind: 'add', messages: [...messages.values()], emails: rows, events: add }).then((refused) => {
+      events.dropped = refused.map(([pos, reason]) => ({ job: (({ email: _e, ...j }) => j)(jobs[pos]), reason }));
+      return summaries;
+    });
   }
 
   /** A blob read in chunks as they are consumed; ends early when it is deleted meanwhile. */

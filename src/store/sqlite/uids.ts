@@ -4,6 +4,7 @@
 import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../domain/errors.ts';
 import type { Numbering, UidStore } from '../uids.ts';
+import { applyPragmas } from './pragmas.ts';
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS imap_boxes (
@@ -48,8 +49,7 @@ export function createSqliteUids(path: string): UidStore {
 }
 
 function numbering(db: Database.Database) {
-  db.pragma('journal_mode = WAL');
-  db.pragma('busy_timeout = 5000');
+  applyPragmas(db);
   db.exec(SCHEMA);
   const getBox = db.prepare<[string], { validity: number; n: number; last_id: string; keep_until: number }>('SELECT validity, n, last_id, keep_until FROM imap_boxes WHERE address = ?');
   const putBox = db.prepare('INSERT OR REPLACE INTO imap_boxes (address, validity, n, last_id, keep_until) VALUES (?, ?, ?, ?, ?)');

@@ -2,14 +2,13 @@
 // store's, and the batches the main thread sends, each committed in one transaction (write-ops.ts).
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
+import { applyPragmas } from './pragmas.ts';
 import { errorOf, makeOps, type Outcome, type WriteJob } from './write-ops.ts';
 
 /** What group-commit.ts gives the thread. */
 export interface WriterData {
   path: string;
   sql: Record<string, string>;
-  /** The WAL is cut back to this size after a checkpoint. */
-  walLimit: number;
   /** A batch writing this many bytes is checkpointed right after it commits. */
   bigWrite: number;
 }
@@ -21,12 +20,7 @@ export type WriterReply = { ready: true } | { seq: number; outcomes: Outcome[] }
 const port = parentPort!;
 const data = workerData as WriterData;
 const db = new Database(data.path);
-db.pragma('journal_mode = WAL');
-db.pragma('synchronous = FULL');
-db.pragma('foreign_keys = ON');
-db.pragma('temp_store = MEMORY'); // a rolled-back batch's journal in memory, never a temp file
-db.pragma('busy_timeout = 5000');
-db.pragma(`journal_size_limit = ${Math.floor(data.walLimit)}`);
+applyPragmas(db);
 const batch = makeOps(db, data.sql);
 const reply = (m: WriterReply) => port.postMessage(m);
 
