@@ -39,7 +39,7 @@ async function measure(name: string, runs: number, idleMs: number, env: Record<s
 export async function benchStartup(opts: BenchOptions & { compiled?: boolean }, log: (s: string) => void = console.log): Promise<StartupResult[]> {
   const runs = opts.quick ? 1 : Math.max(opts.runs, 5);
   const idleMs = opts.quick ? 200 : 2000;
-  await compiledEntry(); // built before the clock starts, as `npm ci` does; a stale bundle would be rebuilt by the first start
+  await compiledEntry(); // built before the clock starts, as `npm ci` does (start never builds: a stale bundle only warns)
   const out = [await measure('node bin/ephemail.js serve', runs, idleMs)];
   if (opts.compiled) out.push(await measure('same, EPHEMAIL_TSX=1 (tsx)', runs, idleMs, { EPHEMAIL_TSX: '1' }));
   for (const r of out) log(`  ${r.name.padEnd(34)} start to healthy ${fmt(r.startMs)} ms  idle RSS ${fmt(r.idleRssMb)} MB  idle CPU ${fmt(r.idleCpuMsPerS, 1)} ms/s  (${r.startMs.runs.length} starts)`);

@@ -554,7 +554,7 @@ CMD ["redis-server"]
       for (const d of ['/root/.npm', '/home/node/.npm', '/run/host-ca', '/app/test', '/app/bench', '/app/.git']) if (found(d)) bad.push('present: ' + d);
       import('/app/scripts/build.mjs').then((b) => {
         const m = JSON.parse(fs.readFileSync(b.OUT_DIR + '/manifest.json', 'utf8'));
-        if (m.fingerprint !== b.fingerprint()) bad.push('the bundle does not match src/: bin/ephemail.js would rebuild at start');
+        if (m.fingerprint !== b.fingerprint()) bad.push('the bundle does not match src/: bin/ephemail.js would warn that it is stale');
         console.log(JSON.stringify(bad));
       });`;
     const out = await podmanOk('run', '--rm', '--no-healthcheck', '--network', 'none', IMAGE, 'node', '-e', probe);
