@@ -10,6 +10,12 @@
 // (services/derive-queue.ts), which lets at most a lane's `max` derivations onto it at once (the
 // verdicts: as many as one worker runs at once); a task waits here only for a worker to be up (or,
 // with a budget, free). The summaries the 250 waits for are not scheduled: their lane is theirs.
+// A derivation run with `keep` leaves its `worker` views' inputs on its worker (worker.ts): its
+// answer carries a `Held`, and each view's task run `on` it goes to that worker, which is reserved
+// for them meanwhile (no other budgeted task is sent there) so they do not wait behind another
+// derivation. Each still runs alone within its own budget: one past it ends the worker as any task
+// does, and the views not yet run then read their `failed` value (docs/decisions.md "The HTML check
+// on the worker that holds the HTML").
 //
 // Workers run worker.ts: beside this file when run from source (through tsx, which a worker does not
 // inherit from a loader registered at run time, so it is passed in execArgv), or the bundle's own
@@ -17,16 +23,34 @@
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import type { ParseLimits } from './mime.ts';
-import { runOp, type Op, type OpOptions } from './ops.ts';
+import { runOp, type KeptDerivation, type Op, type OpOptions } from './ops.ts';
 import type { MessageSummary } from './summary.ts';
 import type { DerivedMessage } from './views.ts';
 import type { Reply, Task } from './worker.ts';
 import { workerEntry } from '../worker-entry.ts';
 
 /** What each task gives: `view` gives the view's value (the HTML check's, or the verdicts). */
-type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : O extends 'view' ? unknown : DerivedMessage;
+type OpResult<O extends Op> = O extends 'summarize' ? MessageSummary : O extends 'view' ? unknown : DerivedMessage & Partial<Kept>;
+
+/** The `worker` views' inputs a derivation left on its worker (run with `keep`), for their tasks run `on` it. */
+export interface Held {
+  /** The views whose inputs are kept there, not yet run. */
+  readonly pending: ReadonlySet<string>;
+}
+/** What a derivation run with `keep` on a worker answers besides its views (absent when it ran on this thread). */
+export interface Kept {
+  /** Where its views' inputs are: run each view's task `on` it, then `release` it. */
+  held: Held;
+  /** By view name: what the view reads should its task give no value (over its budget, or its input lost). */
+  kept: NonNullable<KeptDerivation['kept']>;
+}
+
+/** A view's task run `on` a derivation whose worker is gone (ended by another task's budget, or died). */
+export class HeldLostError extends Error {}
 
 declare const EPHEMAIL_WORKER_ENTRY: string | undefined;
+
+const EMPTY = new Uint8Array(0);
 
 /** A task that ran past its budget; its worker was ended. */
 export class BudgetExceededError extends Error {}
@@ -39,7 +63,12 @@ export interface Lane {
    * BudgetExceededError when it takes longer (the worker is replaced). With `offThread`, it waits for
    * a worker instead of running on this thread until one is up (and shares it with other tasks).
    */
-  run<O extends Op, T = OpResult<O>>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: { options?: OpOptions; budgetMs?: number; keepRaw?: boolean; offThread?: boolean }): Promise<T>;
+  run<O extends Op, T = OpResult<O>>(op: O, raw: Uint8Array, limits: ParseLimits, opts?: RunOptions): Promise<T>;
+  /**
+   * Lets the worker `held` names take other tasks again (once its views ran, or were given up): a
+   * caller that ran every view `on` it needs none (the last one releases it).
+   */
+  release(held: Held): void;
   /**
    * Starts workers now instead of on the first task, up to `count` (default 1) and the pool's most
    * (idempotent): a task that needs one then finds it ready instead of waiting for it to start.
@@ -51,6 +80,17 @@ export interface Lane {
   readonly size: number;
   /** The most workers it runs (LANE_WORKERS, or what its creator said): what a scheduler lets run on it at once. */
   readonly max: number;
+}
+
+export interface RunOptions {
+  options?: OpOptions;
+  budgetMs?: number;
+  keepRaw?: boolean;
+  offThread?: boolean;
+  /** A derivation: keep its `worker` views' inputs on its worker (the answer's `held`, `kept`). */
+  keep?: boolean;
+  /** A `view` task (`options.view`) on the input kept by this derivation, on its worker; HeldLostError when that worker is gone. */
+  on?: Held;
 }
 
 /** A parse taking longer than this means the worker is stuck (a 30 MiB message parses in seconds). */
@@ -110,7 +150,21 @@ export function createLane(options: LaneOptions = {}): Lane {
     outbox: Task[];
     transfer: ArrayBuffer[];
     overBudget?: boolean;
+    /** A derivation's inputs kept here whose views' tasks are not all sent: no other budgeted task is sent here. */
+    reserved?: HeldAt;
   }
+  /** A Held, as the lane knows it: its worker and the derivation task's id (the worker's key of the inputs). */
+  interface HeldAt extends Held {
+    readonly pending: Set<string>;
+    slot: Slot;
+    id: number;
+  }
+  const heldAt = (h: Held) => h as HeldAt;
+  const unreserve = (h: HeldAt) => {
+    if (h.slot.reserved !== h) return;
+    h.slot.reserved = undefined;
+    wakeWaiting();
+  };
   let slots: Slot[] = [];
   let nextId = 1;
   let closed = false;
@@ -234,6 +288,40 @@ export function createLane(options: LaneOptions = {}): Lane {
     return slot;
   };
 
+  const send = (target: Slot, task: Task, opts: RunOptions): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      target.inflight.set(task.id, { resolve, reject, since: Date.now(), budgetMs: opts.budgetMs });
+      watch();
+      // a buffer that is a view into a larger (pooled) one is copied, never transferred
+      const raw = task.raw;
+      const own = !opts.keepRaw && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer && raw.byteLength > 0;
+      if (own) target.transfer.push(raw.buffer as ArrayBuffer);
+      if (target.outbox.push(task) === 1) {
+        setImmediate(() => {
+          const tasks = target.outbox;
+          const transfer = target.transfer;
+          target.outbox = [];
+          target.transfer = [];
+          if (slots.includes(target)) target.worker.postMessage({ tasks }, transfer);
+        });
+      }
+    });
+
+  /** A view's task on the input `held` keeps: on its worker, alone there (within its budget), once that worker is free. */
+  const runOn = (held: HeldAt, opts: RunOptions): Promise<unknown> => {
+    const view = opts.options?.view ?? '';
+    const slot = held.slot;
+    if (closed || !slots.includes(slot) || !held.pending.has(view)) {
+      unreserve(held);
+      return Promise.reject(new HeldLostError(`the input of ${JSON.stringify(view)} is no longer kept (its worker is gone)`));
+    }
+    if (slot.inflight.size > 0) return new Promise((resolve, reject) => waiting.push(() => runOn(held, opts).then(resolve, reject)));
+    held.pending.delete(view);
+    if (held.pending.size === 0) unreserve(held);
+    const task: Task = { id: nextId++, op: 'view', raw: EMPTY, limits: { maxAttachmentBytes: 0, maxAttachments: 0 }, options: { ...opts.options, kept: held.id } };
+    return send(slot, task, opts);
+  };
+
   const pool: Lane = {
     max,
     get size() {
@@ -244,8 +332,14 @@ export function createLane(options: LaneOptions = {}): Lane {
       started = true;
       while (slots.length < Math.min(max, count)) slots.push(spawnSlot());
     },
+    release(held) {
+      const h = heldAt(held);
+      h.pending.clear();
+      unreserve(h);
+    },
     run(op, raw, limits, opts = {}) {
       const options = opts.options ?? {};
+      if (opts.on) return runOn(heldAt(opts.on), opts) as Promise<never>;
       const local = () => runOp(op, raw, limits, options) as Promise<never>;
       if (closed || broken) return local();
       if (!started) {
@@ -258,7 +352,7 @@ export function createLane(options: LaneOptions = {}): Lane {
       const pick = (): Slot | null => {
         let slot: Slot | null = null;
         for (const s of slots) {
-          if (!s.ready || (budgeted && s.inflight.size > 0)) continue;
+          if (!s.ready || (budgeted && (s.inflight.size > 0 || s.reserved))) continue;
           if (!slot || s.inflight.size < slot.inflight.size) slot = s;
         }
         return slot;
@@ -279,23 +373,19 @@ export function createLane(options: LaneOptions = {}): Lane {
       const target = slot;
       if (!budgeted && target.inflight.size >= 2 && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
       const id = nextId++;
-      const task: Task = { id, op, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments }, options };
-      return new Promise((resolve, reject) => {
-        target.inflight.set(id, { resolve: resolve as never, reject, since: Date.now(), budgetMs: opts.budgetMs });
-        watch();
-        // a buffer that is a view into a larger (pooled) one is copied, never transferred
-        const own = !opts.keepRaw && raw.byteOffset === 0 && raw.byteLength === raw.buffer.byteLength && raw.buffer instanceof ArrayBuffer;
-        if (own) target.transfer.push(raw.buffer as ArrayBuffer);
-        if (target.outbox.push(task) === 1) {
-          setImmediate(() => {
-            const tasks = target.outbox;
-            const transfer = target.transfer;
-            target.outbox = [];
-            target.transfer = [];
-            if (slots.includes(target)) target.worker.postMessage({ tasks }, transfer);
-          });
-        }
-      });
+      const task: Task = { id, op, raw, limits: { maxAttachmentBytes: limits.maxAttachmentBytes, maxAttachments: limits.maxAttachments }, options, keep: opts.keep };
+      const sent = send(target, task, opts);
+      if (!opts.keep) return sent as Promise<never>;
+      return sent.then((value) => {
+        const v = value as KeptDerivation & Partial<Kept>;
+        const names = Object.keys(v.kept ?? {});
+        if (names.length === 0) return value;
+        const held: HeldAt = { pending: new Set(names), slot: target, id };
+        // (its worker may be gone already: its views then read their `failed` value)
+        if (slots.includes(target)) target.reserved = held;
+        v.held = held;
+        return value;
+      }) as Promise<never>;
     },
     async close() {
       closed = true;

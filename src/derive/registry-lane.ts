@@ -5,13 +5,22 @@ import { registrySource, type StoredView } from './registry.ts';
 
 /**
  * `lane` with every task naming `registry` (when it is not STORED_VIEWS): its workers derive the views
- * of the registry the service was given, not their own.
+ * of the registry the service was given, not their own. Everything else is the lane's, forwarded
+ * (its `max` too: what a scheduler lets run on it at once).
  */
 export function registryLane(lane: Lane, registry: readonly StoredView[]): Lane {
   const source = registrySource(registry);
   if (!source) return lane;
-  // everything else of the lane as it is (its prototype): only a task's options change
-  const named = Object.create(lane) as Lane;
-  named.run = (op, raw, limits, opts = {}) => lane.run(op, raw, limits, { ...opts, options: { ...opts.options, registry: source } });
-  return named;
+  return {
+    run: (op, raw, limits, opts = {}) => lane.run(op, raw, limits, { ...opts, options: { ...opts.options, registry: source } }),
+    release: (held) => lane.release(held),
+    warm: (count) => lane.warm(count),
+    close: () => lane.close(),
+    get size() {
+      return lane.size;
+    },
+    get max() {
+      return lane.max;
+    },
+  };
 }

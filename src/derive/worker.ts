@@ -1,10 +1,13 @@
 // The entry of a derivation worker (pool.ts starts it): runs the tasks it is sent (ops.ts) and
 // answers in batches, one postMessage per turn of the event loop each way (a post costs more than
 // the copy of a small message). Bytes of results go back transferred, not copied.
+// A derivation task with `keep` leaves its `worker` views' inputs here (ops.ts keepInputs), by its
+// id, for the view tasks that follow on this worker (`options.kept`): each input is read once.
 import { constants, setPriority } from 'node:os';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import { preload, runOp, type Op, type OpOptions } from './ops.ts';
+import { keepInputs, preload, runOp, runView, type Op, type OpOptions } from './ops.ts';
 import type { ParseLimits } from './mime.ts';
+import type { DerivedMessage } from './views.ts';
 
 export interface Task {
   id: number;
@@ -12,7 +15,16 @@ export interface Task {
   raw: Uint8Array;
   limits: ParseLimits;
   options: OpOptions;
+  /** A derivation's: keep its `worker` views' inputs on this worker. */
+  keep?: boolean;
 }
+
+/**
+ * Derivations whose inputs a worker keeps at once, at most: the pool sends a kept input's task
+ * before another derivation to that worker (pool.ts reserves it), so one is the rule; past this the
+ * oldest are dropped (their view reads its `failed` value).
+ */
+export const KEPT_MAX = 4;
 export type Result = { id: number; value: unknown } | { id: number; error: string };
 export type Reply = { results: Result[] } | { ready: true } | { fatal: string };
 
@@ -40,9 +52,28 @@ function serve(port: MessagePort): void {
     }
     transfer.push(...t);
   };
+  /** The inputs kept by derivation tasks, by task id (this worker's own: they end with it). */
+  const kept = new Map<number, Map<string, string>>();
+  const run = async (t: Task): Promise<unknown> => {
+    if (t.options.kept !== undefined) {
+      const inputs = kept.get(t.options.kept);
+      const input = inputs?.get(t.options.view ?? '');
+      if (input === undefined) throw new Error(`no kept input of ${JSON.stringify(t.options.view)}`);
+      inputs!.delete(t.options.view!);
+      if (inputs!.size === 0) kept.delete(t.options.kept);
+      return runView(t.options, input);
+    }
+    const value = await runOp(t.op, t.raw, t.limits, t.options);
+    if (!t.keep) return value;
+    const { result, inputs } = await keepInputs(value as DerivedMessage, t.options);
+    if (Object.keys(inputs).length === 0) return result;
+    kept.set(t.id, new Map(Object.entries(inputs)));
+    for (const id of kept.keys()) if (kept.size > KEPT_MAX) kept.delete(id);
+    return result;
+  };
   port.on('message', ({ tasks }: { tasks: Task[] }) => {
     for (const t of tasks) {
-      runOp(t.op, t.raw, t.limits, t.options).then(
+      run(t).then(
         (value) => send({ id: t.id, value }, transferables(value)),
         (err: unknown) => send({ id: t.id, error: String((err as Error)?.message ?? err) }, []),
       );

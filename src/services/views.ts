@@ -9,13 +9,15 @@ import type { Logger } from 'pino';
 import { ipBuckets } from '../domain/limits.ts';
 import type { MessageViews } from '../domain/message.ts';
 import type { ParseLimits } from '../derive/mime.ts';
-import { BudgetExceededError, createLane, LANE_WORKERS, type Lane } from '../derive/pool.ts';
+import { BudgetExceededError, createLane, LANE_WORKERS, type Kept, type Lane } from '../derive/pool.ts';
 import { isCurrent, SEARCH_TEXT_VIEW, versionsOf, STORED_VIEWS, type ServiceContext, type ServiceView, type StoredView, type WorkerView } from '../derive/registry.ts';
 import { registryLane } from '../derive/registry-lane.ts';
 import type { SpamdTarget } from '../derive/spamd.ts';
 import type { DerivedMessage } from '../derive/views.ts';
 import type { MessageStore } from '../store/store.ts';
 import { createDeriveQueue, type Priority } from './derive-queue.ts';
+
+const EMPTY = new Uint8Array(0);
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
 export const DERIVE_BUDGET = Object.freeze({ baseMs: 5000, perMiBMs: 1000, maxMs: 30_000 });
@@ -141,7 +143,7 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
   const context: ServiceContext = { spamd: options.spamd ?? null, budgets: options.budgets, warn: (fields, msg) => log.warn(fields, msg) };
   const budgetOf = (v: StoredView) => options.budgets?.[v.name] ?? v.budget ?? 0;
   // derivations at once: the lane's workers (apart from the summaries': a slow derivation never delays a 250)
-  const slots = (options.pool ?? ownLane!).max;
+  const slots = pool.max;
   const queue = createDeriveQueue({ slots });
   /** Derivations under way (waiting or running), one per message: later readers share it and may promote it. */
   const inflight = new Map<string, { promise: Promise<MessageViews | null>; promote(reader: Reader): void }>();
@@ -156,17 +158,20 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
   /** Kept views changed (not their first write: a reader already had those very views). */
   const written = (key: string) => options.onWritten?.(key);
 
-  /** The `parse` views (and the inputs of `worker` views): in full, then without HTML, then header-only, then without a parser. */
-  async function derive(raw: Uint8Array): Promise<DerivedMessage> {
+  /**
+   * The `parse` views (and the inputs of `worker` views, kept on the worker that parsed when one
+   * did: `held`): in full, then without HTML, then header-only, then without a parser.
+   */
+  async function derive(raw: Uint8Array): Promise<DerivedMessage & Partial<Kept>> {
     const budgetMs = (options.budgetMs ?? deriveBudgetMs)(raw.byteLength);
     try {
-      return await pool.run('derive', raw, limits, { budgetMs, keepRaw: true, options: { html: true } });
+      return await pool.run('derive', raw, limits, { budgetMs, keepRaw: true, keep: true, options: { html: true } });
     } catch (err) {
       if (!(err instanceof BudgetExceededError)) throw err;
     }
     log.warn({ bytes: raw.byteLength, budgetMs }, 'derivation ran out of time; deriving again without HTML');
     try {
-      return await pool.run('derive', raw, limits, { budgetMs, keepRaw: true, options: { html: false } });
+      return await pool.run('derive', raw, limits, { budgetMs, keepRaw: true, keep: true, options: { html: false } });
     } catch (err) {
       if (!(err instanceof BudgetExceededError)) throw err;
     }
@@ -181,16 +186,29 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     }
   }
 
-  /** A `worker` view's task, on a worker within its own budget; its fallback when it runs out or fails. */
-  async function runOnWorker(v: WorkerView, input: string): Promise<unknown> {
+  /**
+   * A `worker` view's task, on a worker within its own budget; its fallback when it runs out or
+   * fails. Its input is kept on the worker that derived the message (`held`: the task goes there and
+   * only the task crosses), or given here when the derivation ran on this thread.
+   */
+  async function runOnWorker(v: WorkerView, d: DerivedMessage & Partial<Kept>): Promise<unknown> {
+    const input = d.inputs[v.name];
+    const kept = d.held && d.kept?.[v.name];
     try {
+      if (kept) return await pool.run('view', EMPTY, limits, { budgetMs: budgetOf(v), on: d.held, options: { view: v.name } });
       return await pool.run('view', new TextEncoder().encode(input), limits, { budgetMs: budgetOf(v), options: { view: v.name } });
     } catch (err) {
       const over = err instanceof BudgetExceededError;
-      log.warn({ err: over ? undefined : err, view: v.name, chars: input.length }, over ? 'a view ran out of time; it reads its fallback' : 'a view failed; it reads its fallback');
-      return v.fallback(over ? 'over_budget' : 'failed', input);
+      log.warn({ err: over ? undefined : err, view: v.name, chars: input?.length }, over ? 'a view ran out of time; it reads its fallback' : 'a view failed; it reads its fallback');
+      const reason = over ? 'over_budget' : 'failed';
+      return kept ? kept[reason] : v.fallback(reason, input);
     }
   }
+  /**
+   * The `worker` views, the shortest budget (the entry's) first: one past its budget ends the worker
+   * that keeps the inputs, so those behind it lose theirs (they read `failed`); a long check goes last.
+   */
+  const workerViews = registry.filter((v): v is WorkerView => v.stage === 'worker').sort((a, b) => (a.budget ?? 0) - (b.budget ?? 0));
 
   /**
    * A `service` view that ran out of its budget BREAKER_FAILURES times in a row (spamd hung: it
@@ -242,14 +260,19 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
       const p = serviceValue(v, raw, 'first');
       if (p) waiting.push([v, p]);
     }
-    const { views, parts, inputs } = await derive(raw);
+    const derived = await derive(raw);
+    const { views, parts } = derived;
     options.onDerived?.((performance.now() - started) / 1000, views.outcome);
     const doc = views as unknown as Record<string, unknown>;
     // the versions of this service's registry (the worker stamps those of the one it loads)
     const versions = versionsOf(registry);
     if (versions) doc.versions = versions;
     else delete doc.versions;
-    for (const v of registry) if (v.stage === 'worker' && v.name in inputs) doc[v.name] = await runOnWorker(v, inputs[v.name]);
+    try {
+      for (const v of workerViews) if (v.name in derived.inputs || derived.kept?.[v.name]) doc[v.name] = await runOnWorker(v, derived);
+    } finally {
+      if (derived.held) pool.release(derived.held); // (each view's task has released it already, unless one was skipped)
+    }
     return {
       finish: async () => {
         for (const [v, p] of waiting) doc[v.name] = await p;

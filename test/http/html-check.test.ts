@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { checkHtml } from '../../src/domain/html-check-run.ts';
 import { HTML_CHECK_MAX_CHARS } from '../../src/domain/html-check.ts';
 import type { HtmlCheck } from '../../src/domain/html-check.ts';
-import { createLane } from '../../src/derive/pool.ts';
+import { BudgetExceededError, createLane, HeldLostError } from '../../src/derive/pool.ts';
 import { deriveViews } from '../../src/derive/views.ts';
 import { startService, type TestService } from '../helpers/service.ts';
 import { cpuMs } from '../helpers/time.ts';
@@ -112,6 +112,35 @@ describe('html_check bounds', () => {
     assert.ok(check.features.some((f) => f.feature === 'display:flex'));
     // bound: the cut keeps the check's time small (it is the behaviour); CPU time, so other load does not stretch it
     assert.ok(ms < 5000, `within the default budget: ${ms.toFixed(0)} ms of CPU`);
+  });
+
+  test('a derivation run with `keep` leaves the HTML on its worker: only the check\'s task crosses, it runs there within its own budget, and other derivations go on meanwhile', { timeout: 120_000 }, async () => {
+    const pool = createLane({ workers: 2 });
+    const limits = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };
+    const mail = (html: string) => new TextEncoder().encode(`From: a@b.test\r\nTo: c@ephemail.test\r\nSubject: x\r\nContent-Type: text/html\r\n\r\n${html}\r\n`);
+    try {
+      pool.warm(2);
+      const d = await pool.run('derive', mail(NEWSLETTER), limits, { budgetMs: 30_000, keepRaw: true, keep: true, options: { html: true } });
+      assert.deepEqual(d.inputs, {}, 'no input crosses back: the HTML stays on the worker');
+      assert.ok(d.held, 'held on its worker');
+      assert.deepEqual(Object.keys(d.kept ?? {}).sort(), ['htmlCheck', 'language']);
+      assert.equal((d.kept!.htmlCheck.over_budget as HtmlCheck).error, 'over_budget', 'the fallbacks made where the input is');
+      const check = await pool.run<'view', HtmlCheck>('view', new Uint8Array(0), limits, { budgetMs: 10_000, on: d.held, options: { view: 'htmlCheck' } });
+      assert.deepEqual(check, checkHtml(NEWSLETTER, false), 'the same check as on the HTML sent over');
+      assert.equal(await pool.run('view', new Uint8Array(0), limits, { budgetMs: 10_000, on: d.held, options: { view: 'language' } }), null, 'too short to tell');
+
+      // a check that would run long: ended at its own budget, while another message is derived
+      const slow = `<html><body>${'<p style="display:flex;color:red">x</p>'.repeat(3000)}</body></html>`;
+      const held = await pool.run('derive', mail(slow), limits, { budgetMs: 30_000, keepRaw: true, keep: true, options: { html: true } });
+      assert.ok(held.held);
+      const checking = pool.run('view', new Uint8Array(0), limits, { budgetMs: 300, on: held.held, options: { view: 'htmlCheck' } });
+      const other = await pool.run('derive', mail('<p>another</p>'), limits, { budgetMs: 30_000, keepRaw: true, options: { html: true } });
+      assert.match(String(other.views.htmlBody), /another/, 'another derivation answered on the other worker meanwhile');
+      await assert.rejects(checking, BudgetExceededError);
+      await assert.rejects(pool.run('view', new Uint8Array(0), limits, { budgetMs: 10_000, on: held.held, options: { view: 'language' } }), HeldLostError, 'its worker ended: what it kept is gone');
+    } finally {
+      await pool.close();
+    }
   });
 
   test('a check past its budget ends its worker; the caller gets BudgetExceededError, not a hang', async () => {

@@ -125,6 +125,7 @@ test('who derives first: readers before list rows and background work, callers i
       most = Math.max(most, running.size);
     })) as Lane['run'],
     warm: () => undefined,
+    release: () => undefined,
     close: async () => undefined,
     size: 0,
     max: 2,
@@ -289,5 +290,32 @@ test('a hung spamd holds no derivation slot (four first reads ask it at once), a
     hung.close();
     await views.close();
     await store.close();
+  }
+});
+
+test('the HTML check runs on the worker that parsed the message, within its own budget: past it the check reads over_budget, and the views with a shorter budget were derived first', { timeout: 120_000 }, async () => {
+  const words = 'The weekly newsletter brings you the latest news about our shop, the new products we have in store and the offers of this week for all our customers. ';
+  const html = `<html><head><style>.row{display:flex}</style></head><body><div class="row" style="display:flex"><p>${words.repeat(4)}</p></div></body></html>`;
+  const { store, key } = await stored(join(dir, 'held.db'), mime(html));
+  const full = createViewService(store, LIMITS, log);
+  try {
+    const v = (await full.get(key))!;
+    assert.equal(v.htmlCheck?.error, null);
+    assert.ok(v.htmlCheck?.features.some((f) => f.feature === 'display:flex'), 'the HTML as sent was checked');
+    assert.equal(v.language, 'en');
+  } finally {
+    await full.close();
+  }
+  const { store: store2, key: key2 } = await stored(join(dir, 'held-over.db'), mime(html));
+  const short = createViewService(store2, LIMITS, log, { budgets: { htmlCheck: 1 } });
+  try {
+    const v = (await short.get(key2))!;
+    assert.equal(v.htmlCheck?.error, 'over_budget', 'its own budget, not the parse\'s');
+    assert.equal(v.language, 'en', 'derived before the check ended the worker');
+    assert.match(String(v.htmlBody), /weekly newsletter/, 'the parse kept');
+  } finally {
+    await short.close();
+    await store.close();
+    await store2.close();
   }
 });
