@@ -97,9 +97,10 @@ export interface RunOptions {
 const STUCK_MS = 60_000;
 /**
  * A lane's workers stop once none has held a task for this long (the next task starts one again):
- * an idle service keeps no derivation threads (docs/architecture.md "Memory").
+ * an idle service keeps no derivation threads (docs/architecture.md "Memory"). A start costs ~50-100 ms
+ * of CPU, so a service read every few seconds keeps its workers; one quiet for 10 s gives them back.
  */
-export const IDLE_STOP_MS = 30_000;
+export const IDLE_STOP_MS = 10_000;
 /**
  * V8's young generation of a worker, at most (MB): left alone it grows to 128 MB per thread under
  * load and is never given back; capped, a burst costs a few more scavenges (docs/architecture.md

@@ -2,13 +2,15 @@
 // holds no derivation threads); a task after the stop starts one again and is answered.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BudgetExceededError, createLane } from '../../src/derive/pool.ts';
+import { BudgetExceededError, createLane, IDLE_STOP_MS } from '../../src/derive/pool.ts';
 import { until } from '../helpers/time.ts';
 
 const LIMITS = { maxAttachmentBytes: 1024 * 1024, maxAttachments: 10 };
 const mail = () => new TextEncoder().encode('From: a@example.org\r\nSubject: hello\r\n\r\nbody text\r\n');
 
 test('a lane starts no worker before its first task, stops its workers when idle, and starts one again for the next task', async () => {
+  // the default (docs/architecture.md "Memory"): 10 s; here shortened, the behaviour is the same
+  assert.equal(IDLE_STOP_MS, 10_000);
   const lane = createLane({ name: 'test', workers: 1, idleStopMs: 300 });
   try {
     assert.equal(lane.size, 0, 'nothing started before the first task');
