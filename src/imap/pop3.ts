@@ -13,6 +13,7 @@ import { countRequest, listMailbox, login, readMessage, refusalOf, type Grant, t
 import { DEFAULT_MAIL_LIMITS, printable, type MailLimits, type MailListener } from './server.ts';
 import { mailFront } from './front.ts';
 import type { MailTls } from './tls.ts';
+import { closeSessions, listenOn } from '../smtp/listener.ts';
 
 const MAX_LINE = 8192;
 const KNOWN = new Set(['CAPA', 'USER', 'PASS', 'AUTH', 'STLS', 'STAT', 'LIST', 'UIDL', 'RETR', 'TOP', 'DELE', 'RSET', 'NOOP', 'QUIT', 'APOP']);
@@ -328,28 +329,16 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
     get sessions() {
       return open.size;
     },
-    listen(port, host) {
-      return new Promise((resolve, reject) => {
-        const onError = (e: Error) => reject(e);
-        server.once('error', onError);
-        server.listen(port, host, () => {
-          server.off('error', onError);
-          running = true;
-          resolve(server.address() as import('node:net').AddressInfo);
-        });
-      });
+    async listen(port, host) {
+      const address = await listenOn(server, port, host);
+      running = true;
+      return address;
     },
-    close() {
-      return new Promise((resolve) => {
-        if (!running) return resolve();
-        running = false;
-        front.close();
-        for (const s of open) {
-          if (!s.destroyed) s.end('-ERR [SYS/TEMP] Server shutting down\r\n');
-          setTimeout(() => s.destroy(), 1000).unref();
-        }
-        server.close(() => resolve());
-      });
+    async close() {
+      if (!running) return;
+      running = false;
+      front.close();
+      await closeSessions(server, open, '-ERR [SYS/TEMP] Server shutting down\r\n');
     },
   };
 }

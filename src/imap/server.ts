@@ -16,6 +16,7 @@ import { bodyStructure, envelope, headerValue, parseSection, parseTree, sectionB
 import { astring, createFramer, parseCommand, type Command, type Token } from './parser.ts';
 import { mailFront } from './front.ts';
 import type { MailTls } from './tls.ts';
+import { closeSessions, listenOn } from '../smtp/listener.ts';
 
 export interface MailLimits {
   /** Connections at once per client (an IPv4 address, an IPv6 /64), /56, /48: SMTP's caps. */
@@ -900,28 +901,16 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
     get sessions() {
       return open.size;
     },
-    listen(port, host) {
-      return new Promise((resolve, reject) => {
-        const onError = (err: Error) => reject(err);
-        server.once('error', onError);
-        server.listen(port, host, () => {
-          server.off('error', onError);
-          running = true;
-          resolve(server.address() as AddressInfo);
-        });
-      });
+    async listen(port, host) {
+      const address = await listenOn(server, port, host);
+      running = true;
+      return address;
     },
-    close() {
-      return new Promise((resolve) => {
-        if (!running) return resolve();
-        running = false;
-        front.close();
-        for (const s of open) {
-          if (!s.destroyed) s.end('* BYE Server shutting down\r\n');
-          setTimeout(() => s.destroy(), 1000).unref();
-        }
-        server.close(() => resolve());
-      });
+    async close() {
+      if (!running) return;
+      running = false;
+      front.close();
+      await closeSessions(server, open, '* BYE Server shutting down\r\n');
     },
   };
 }

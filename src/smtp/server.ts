@@ -19,6 +19,7 @@ import { createRecipientPhase, MAX_RECIPIENTS } from './recipients.ts';
 import { owing, smtpError } from './replies.ts';
 import type { Connection, Tracked } from './session.ts';
 import { createCertificateReloader, type CertificateReloader, type ReloadOutcome } from './tls-reload.ts';
+import { listenOn } from './listener.ts';
 
 // smtp-server's CommonJS build, not its ES module: the ES build imports nodemailer's ES build,
 // whose `import http from 'node:http'` makes Node load its bundled undici (fetch) at start, ~14 MB
@@ -195,16 +196,10 @@ export function createSmtpReceiver(core: Core, overrides: Partial<SmtpLimits> = 
     get running() {
       return running;
     },
-    listen(port, host) {
-      return new Promise((resolve, reject) => {
-        const onError = (err: Error) => reject(err);
-        server.server.once('error', onError);
-        server.listen(port, host, () => {
-          server.server.off('error', onError);
-          running = true;
-          resolve(server.server.address() as AddressInfo);
-        });
-      });
+    async listen(port, host) {
+      const address = await listenOn(server.server, port, host);
+      running = true;
+      return address;
     },
     reloadTls: async (reason) => (reloader ? reloader.check(reason) : 'off'),
     tlsNotAfter: () => reloader?.current?.notAfter.getTime() ?? tlsNotAfter,
