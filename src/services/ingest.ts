@@ -50,9 +50,8 @@ export async function ingest(core: Core, message: MessageSummary, recipients: st
   const emails: NewEmail[] = [...new Set(recipients)].map((address) => ({ address, sender, subject, hasAttachments, mailedBy, receivedAt, expiresAt, raw, searchText, envelope }));
   // what the verdicts read, taken before the store may hand the bytes on (only signed mail needs its body)
   const checked = envelope ? verdictsInput(raw) : null;
-  const stored = await core.store.addEmails(emails);
-  // webhook events are queued durably before the 250 too: a crash after it loses none
-  await core.webhooks.enqueueFor(stored);
+  // the mail and its webhook events in one write, before the 250: both stored or neither
+  const stored = await core.webhooks.addWithEvents(emails, (events) => core.store.addEmails(emails, events));
   for (const s of stored) {
     core.bus.publish(s.address, s.id).catch((err) => core.log.warn({ err }, 'wake-up publish failed; held polls will see the mail at their deadline'));
   }

@@ -1,11 +1,12 @@
-// Webhooks: registration by a key, and the delivery worker every node runs. Mail is queued durably
-// before its 250 (ingest.ts), so a crash loses no event; any node claims due jobs with a lease, so an
+// Webhooks: registration by a key, and the delivery worker every node runs. Mail and its events are
+// stored in one write before its 250 (ingest.ts, addWithEvents), so a crash loses no event and a
+// failure stores neither; any node claims due jobs with a lease, so an
 // event goes to one node at a time and a dead node's jobs come back when the lease runs out
 // (at-least-once, once across nodes when nodes live). Signed with Standard Webhooks; retried on an
 // exponential backoff for the email's lifetime (docs/push.md "Webhooks"). Fan-out is bounded
 // (WEBHOOK_FANOUT): per message, per address, and by the events pending per key and per webhook;
 // an event over a bound is dropped, counted and written in its webhook's delivery log.
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { Webhook } from 'standardwebhooks';
 import type { Config } from '../config.ts';
@@ -16,7 +17,8 @@ import { WEBHOOK_FANOUT, shareFairly } from '../domain/limits.ts';
 import type { Metrics } from '../metrics.ts';
 import type { EmailSummary } from '../domain/summary.ts';
 import type { KeyStore } from '../store/keys.ts';
-import type { DeliveryAttempt, DeliveryJob, DroppedJob, EventBody, NewDeliveryJob, WebhookRecord, WebhookStore } from '../store/webhooks.ts';
+import { summaryOf, type NewEmail, type StoredEmail } from '../store/store.ts';
+import type { DeliveryAttempt, DeliveryJob, DroppedJob, MailEvents, MailEventJob, NewDeliveryJob, WebhookRecord, WebhookStore } from '../store/webhooks.ts';
 import type { DomainRegistry } from './domains.ts';
 import { boundedResolve, checkDestination, createWebhookAgents, postWebhook, systemResolve, type Resolve } from './webhook-send.ts';
 
@@ -41,10 +43,12 @@ export interface WebhookService {
   remove(keyHash: string, id: string): Promise<void>;
   deliveries(keyHash: string, id: string, limit: number): Promise<{ webhook: WebhookRecord; attempts: DeliveryAttempt[]; pending: number }>;
   /**
-   * Queues one event per matching webhook for each stored email, within the fan-out limits
-   * (WEBHOOK_FANOUT; the rest are dropped, counted and logged); durable when it resolves.
+   * Stores new mail with its webhook events in one write: `add` is the store's addEmails for these
+   * emails, given the events (one per matching webhook for each email, within the fan-out limits
+   * WEBHOOK_FANOUT; the rest are dropped, counted and logged), or none when no webhook matches. The
+   * mail and its events are stored together or not at all; durable when it resolves.
    */
-  enqueueFor(emails: EmailSummary[]): Promise<void>;
+  addWithEvents(emails: NewEmail[], add: (events?: MailEvents) => Promise<StoredEmail[]>): Promise<StoredEmail[]>;
   /** Deliveries running on this node now. */
   readonly inFlight: number;
   start(): void;
@@ -219,6 +223,63 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
     }
   }
 
+  /**
+   * The events new mail makes, before it is stored (its ids are the store's): one job per matching
+   * webhook and email within the per-message share, each body as pieces around a random stand-in for
+   * the id. Null when no webhook matches.
+   */
+  async function eventsOf(emails: NewEmail[]): Promise<{ events: MailEvents; left: MailEventJob[]; now: number } | null> {
+    const targets = new Set<string>();
+    for (const e of emails) targets.add(e.address).add(wildcardOf(e.address));
+    const found = await hooks.matching([...targets]);
+    if (found.length === 0) return null;
+    // a *@<domain> webhook stored while it was allowed gets nothing once its key may no longer have it
+    const allowed = new Map<string, boolean>();
+    for (const h of found) if (isWildcard(h.target) && !allowed.has(h.keyHash)) allowed.set(h.keyHash, await mayWatchDomain(h.keyHash));
+    const matched = found.filter((h) => !isWildcard(h.target) || allowed.get(h.keyHash));
+    if (matched.length === 0) return null;
+    const now = clock.now();
+    // every event the message could make; the oldest webhooks first, so a key's turn in the
+    // per-message share comes from its oldest matching webhook
+    matched.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
+    const candidates: MailEventJob[] = [];
+    for (const h of matched) {
+      emails.forEach((e, i) => {
+        if (h.target !== e.address && h.target !== wildcardOf(e.address)) return;
+        candidates.push({ id: `msg_${token(15)}`, webhookId: h.id, keyHash: h.keyHash, email: i, dueAt: now, expiresAt: e.expiresAt });
+      });
+    }
+    const { taken, left } = shareFairly(candidates, (j) => j.keyHash, WEBHOOK_FANOUT.eventsPerMessage);
+    // the body names the email's id, which the store assigns as it writes: a random stand-in (no
+    // subject or address can contain it) marks where the id goes
+    const standIn = randomUUID();
+    const bodies = new Map<number, string[]>();
+    for (const j of taken) if (!bodies.has(j.email)) bodies.set(j.email, deps.eventJson(summaryOf(standIn, emails[j.email])).split(standIn));
+    return { events: { jobs: taken, bodies, caps }, left, now };
+  }
+
+  /** Once the mail and its events are stored: counts, the dropped events' log lines, the deliverer woken. */
+  function afterwards({ events, left, now }: { events: MailEvents; left: MailEventJob[]; now: number }, stored: EmailSummary[]): void {
+    const refused = events.dropped ?? [];
+    const taken = events.jobs.length;
+    queuedEvents?.inc(taken - refused.length);
+    const withId = ({ email, ...j }: MailEventJob): NewDeliveryJob => ({ ...j, emailId: stored[email].id });
+    const dropped = [...left.map((j) => ({ job: withId(j), reason: 'message_limit' as const })), ...refused];
+    if (dropped.length > 0) {
+      const counts: Record<string, number> = {};
+      for (const d of dropped) counts[d.reason] = (counts[d.reason] ?? 0) + 1;
+      for (const [reason, n] of Object.entries(counts)) droppedEvents?.labels(reason).inc(n);
+      log.info({ dropped: counts, queued: taken - refused.length }, 'webhook events dropped (fan-out limits)');
+      // the log lines are for the keys to see; failing to write them must not refuse the mail (stored)
+      hooks.appendLog(dropped.map(({ job, reason }) => ({
+        webhookId: job.webhookId,
+        attempt: { jobId: job.id, emailId: job.emailId, attempt: 0, at: now, status: 'dropped' as const, responseCode: null, error: DROPPED_BECAUSE[reason], nextRetryAt: null },
+      }))).catch((err) => log.warn({ err }, 'dropped webhook events not written to their logs'));
+    }
+    if (events.deferred) log.warn({ events: taken }, 'webhook events stored with the mail but not queued yet (the queue did not answer); the store\'s sweep queues them');
+    else if (taken > refused.length && !stopped) setImmediate(() => void tick());
+  }
+
   async function owned(keyHash: string, id: string): Promise<WebhookRecord> {
     const hook = typeof id === 'string' && id.length <= 100 ? await hooks.getWebhook(id) : null;
     if (!hook || hook.keyHash !== keyHash) throw new AppError('not_found', `No webhook ${JSON.stringify(String(id).slice(0, 100))} belongs to this key`);
@@ -255,49 +316,12 @@ export function createWebhookService(deps: WebhookDeps): WebhookService {
       const [attempts, pending] = await Promise.all([hooks.listAttempts(id, limit, clock.now()), hooks.pendingCount(id)]);
       return { webhook, attempts, pending };
     },
-    async enqueueFor(emails) {
-      if (emails.length === 0) return;
-      const targets = new Set<string>();
-      for (const e of emails) targets.add(e.address).add(wildcardOf(e.address));
-      const found = await hooks.matching([...targets]);
-      if (found.length === 0) return;
-      // a *@<domain> webhook stored while it was allowed gets nothing once its key may no longer have it
-      const allowed = new Map<string, boolean>();
-      for (const h of found) if (isWildcard(h.target) && !allowed.has(h.keyHash)) allowed.set(h.keyHash, await mayWatchDomain(h.keyHash));
-      const matched = found.filter((h) => !isWildcard(h.target) || allowed.get(h.keyHash));
-      if (matched.length === 0) return;
-      const now = clock.now();
-      // every event the message could make; the oldest webhooks first, so a key's turn in the
-      // per-message share comes from its oldest matching webhook
-      matched.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
-      const candidates: NewDeliveryJob[] = [];
-      for (const h of matched) {
-        for (const e of emails) {
-          if (h.target !== e.address && h.target !== wildcardOf(e.address)) continue;
-          candidates.push({ id: `msg_${token(15)}`, webhookId: h.id, keyHash: h.keyHash, emailId: e.id, dueAt: now, expiresAt: e.expiresAt });
-        }
-      }
-      const { taken, left } = shareFairly(candidates, (j) => j.keyHash, WEBHOOK_FANOUT.eventsPerMessage);
-      const byId = new Map(emails.map((e) => [e.id, e]));
-      const bodies: EventBody[] = [...new Set(taken.map((j) => j.emailId))].map((id) => {
-        const e = byId.get(id)!;
-        return { emailId: id, payload: deps.eventJson(e), expiresAt: e.expiresAt };
-      });
-      const refused = await hooks.enqueue(bodies, taken, caps);
-      queuedEvents?.inc(taken.length - refused.length);
-      const dropped = [...left.map((job) => ({ job, reason: 'message_limit' as const })), ...refused];
-      if (dropped.length > 0) {
-        const counts: Record<string, number> = {};
-        for (const d of dropped) counts[d.reason] = (counts[d.reason] ?? 0) + 1;
-        for (const [reason, n] of Object.entries(counts)) droppedEvents?.labels(reason).inc(n);
-        log.info({ dropped: counts, queued: taken.length - refused.length }, 'webhook events dropped (fan-out limits)');
-        // the log lines are for the keys to see; failing to write them must not refuse the mail
-        await hooks.appendLog(dropped.map(({ job, reason }) => ({
-          webhookId: job.webhookId,
-          attempt: { jobId: job.id, emailId: job.emailId, attempt: 0, at: now, status: 'dropped' as const, responseCode: null, error: DROPPED_BECAUSE[reason], nextRetryAt: null },
-        }))).catch((err) => log.warn({ err }, 'dropped webhook events not written to their logs'));
-      }
-      if (taken.length > refused.length && !stopped) setImmediate(() => void tick());
+    async addWithEvents(emails, add) {
+      const events = emails.length ? await eventsOf(emails) : null;
+      if (!events) return add();
+      const stored = await add(events.events);
+      afterwards(events, stored);
+      return stored;
     },
     start() {
       if (timer) return;

@@ -151,9 +151,9 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     get cacheStats() {
       return { entries: entries.size, bytes };
     },
-    addEmails: (list) => {
+    addEmails: (list, events) => {
       const addresses = [...new Set(list.map((e) => e.address))];
-      return write('emails', () => addresses.forEach(forgetAddress), () => store.addEmails(list));
+      return write('emails', () => addresses.forEach(forgetAddress), () => store.addEmails(list, events));
     },
     peekList,
     listEmails(address, query, now) {

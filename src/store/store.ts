@@ -9,7 +9,7 @@ import type { Arrival, EmailSummary } from '../domain/summary.ts';
 import type { DomainStore } from './domains.ts';
 import type { FaultStore } from './faults.ts';
 import type { KeyStore } from './keys.ts';
-import type { WebhookStore } from './webhooks.ts';
+import type { MailEvents, WebhookStore } from './webhooks.ts';
 
 /**
  * One recipient's row of a received message, before the store assigns its id. The message itself is
@@ -109,10 +109,12 @@ export interface MailRows {
    * Stores the emails atomically (all or none) and returns their summaries in input order, with ids
    * assigned strictly increasing in that order and greater than every id assigned before. Each
    * distinct `raw` is stored once (see NewEmail). Resolves only once the data is durable (the SMTP
-   * 250 depends on it).
+   * 250 depends on it). Each row gets the key of its (shared) message.
+   * `events`: the webhook events of these emails, written in the same atomic write (both stored or
+   * neither; on Redis Cluster, per slot as the rows are). The jobs a cap refused are set on
+   * `events.dropped`. Without events nothing more is read or written than the mail.
    */
-  /** The new rows, each with the key of its (shared) message. */
-  addEmails(emails: NewEmail[]): Promise<StoredEmail[]>;
+  addEmails(emails: NewEmail[], events?: MailEvents): Promise<StoredEmail[]>;
 
   /** Live emails of one address (lowercase). Newest first, or oldest first with `since`. */
   listEmails(address: string, query: ListQuery, now: number): Promise<EmailSummary[]>;

@@ -61,6 +61,35 @@ export interface PendingCaps {
   perHook: number;
 }
 
+/**
+ * New mail's webhook events, given to addEmails (store.ts) to be written in the same atomic write as
+ * the mail: the mail and its events are stored together or not at all (docs/push.md "Webhooks"). The
+ * email ids are the store's, assigned in that write, so each job names its email by position and each
+ * body is given in pieces that the store joins with the email's id.
+ */
+export interface MailEvents {
+  /** One per event, queued as enqueue() queues (in order, each under the caps). */
+  jobs: MailEventJob[];
+  /** By email position: the event body as pieces, to be joined with that email's id (`pieces.join(id)`). */
+  bodies: Map<number, string[]>;
+  caps: PendingCaps;
+  /** Filled in by addEmails once written: the jobs refused for a cap (nothing stored for them). */
+  dropped?: DroppedJob[];
+  /**
+   * Set by addEmails when the events were stored with the mail but could not be queued yet (Redis:
+   * the queue's slot failed after the mail's write); the store's sweep queues them later.
+   */
+  deferred?: boolean;
+}
+
+/** A job of MailEvents: a NewDeliveryJob whose email is the one at position `email` of addEmails' list. */
+export interface MailEventJob extends Omit<NewDeliveryJob, 'emailId'> {
+  email: number;
+}
+
+/** The body of an event, its pieces joined with its email's id. */
+export const bodyFor = (pieces: string[], emailId: string): string => pieces.join(emailId);
+
 /** A job enqueue() refused: its webhook (checked first) or its key already had its cap pending. */
 export interface DroppedJob {
   job: NewDeliveryJob;

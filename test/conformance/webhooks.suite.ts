@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type DeliveryAttempt, type DeliveryJob, type EventBody, type NewDeliveryJob, type WebhookRecord } from '../../src/store/webhooks.ts';
-import { storeTest, type StoreHarness } from './harness.ts';
+import { ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type DeliveryAttempt, type DeliveryJob, type EventBody, type MailEventJob, type MailEvents, type NewDeliveryJob, type WebhookRecord } from '../../src/store/webhooks.ts';
+import { inbox, newEmail, storeTest, type StoreHarness } from './harness.ts';
 
 export interface WebhookHarness extends StoreHarness {
   /** How many event bodies the store opened last holds (a look at the backend's own storage), where the harness can tell. */
@@ -243,6 +243,37 @@ export function webhookSuite(name: string, harness: WebhookHarness): void {
       assert.equal(await w.pendingCount(h.id), 0);
       assert.deepEqual(await w.claim(t0 + 4_000_000, 10_000, 10), []);
       if (before !== undefined) assert.equal(await harness.bodies!(), before);
+    });
+
+    withStore('addEmails with events writes the mail and its jobs in one write: each job is queued with its email\'s id in its body; a cap refuses with its reason', async (store) => {
+      const w = store.webhooks;
+      const keyHash = `key-${randomUUID()}`;
+      const [a, b] = [hook({ keyHash }), hook({ keyHash })];
+      for (const h of [a, b]) await w.addWebhook(h, ADD);
+      const now = Date.now();
+      // two inboxes (two slots on Cluster), events for both; the body names the id where the pieces join
+      const emails = [newEmail(inbox('ev-')), newEmail(inbox('ev-'))];
+      const jobs: MailEventJob[] = [
+        { id: `msg_${randomUUID()}`, webhookId: a.id, keyHash, email: 0, dueAt: now, expiresAt: emails[0].expiresAt },
+        { id: `msg_${randomUUID()}`, webhookId: b.id, keyHash, email: 0, dueAt: now, expiresAt: emails[0].expiresAt },
+        { id: `msg_${randomUUID()}`, webhookId: a.id, keyHash, email: 1, dueAt: now, expiresAt: emails[1].expiresAt },
+      ];
+      const events: MailEvents = { jobs, bodies: new Map([[0, ['{"id":"', '","url":"/e/', '"}']], [1, ['{"id":"', '"}']]]), caps: { perKey: 10, perHook: 1 } };
+      const stored = await store.addEmails(emails, events);
+      assert.equal(stored.length, 2);
+      for (const [i, e] of emails.entries()) assert.deepEqual((await store.listEmails(e.address, { limit: 10 }, now)).map((x) => x.id), [stored[i].id]);
+      // a's second event is over its cap of one: refused, named with its email's id
+      assert.deepEqual(events.dropped?.map((d) => [d.job.id, d.job.emailId, d.reason]), [[jobs[2].id, stored[1].id, 'hook_pending']]);
+      const claimed = await w.claim(now + 1, 10_000, 10);
+      assert.deepEqual(claimed.map((j) => [j.id, j.webhookId, j.emailId, j.keyHash, j.attempts, j.expiresAt, j.payload]).sort(), [
+        [jobs[0].id, a.id, stored[0].id, keyHash, 0, emails[0].expiresAt, `{"id":"${stored[0].id}","url":"/e/${stored[0].id}"}`],
+        [jobs[1].id, b.id, stored[0].id, keyHash, 0, emails[0].expiresAt, `{"id":"${stored[0].id}","url":"/e/${stored[0].id}"}`],
+      ].sort());
+      for (const j of claimed) await w.finish(j, j.webhookId, attempt(j, 1, 'delivered'), null);
+      // no events: the mail alone
+      const [plain] = await store.addEmails([newEmail(emails[0].address)], { jobs: [], bodies: new Map(), caps: ROOMY });
+      assert.ok(plain.id > stored[0].id);
+      assert.deepEqual(await w.claim(now + 3, 10_000, 10), []);
     });
 
     withStore('appendLog writes lines to a webhook\'s delivery log without touching its queue', async (store) => {

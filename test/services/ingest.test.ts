@@ -17,7 +17,7 @@ function fakeCore() {
     log: { warn: () => undefined },
     workers: { summary: { run: async (op: string, raw: Uint8Array) => (lane.push(op), { raw, sender: 'lane', subject: 'lane', hasAttachments: false, searchText: '' }) } },
     store: { addEmails: async (emails: NewEmail[]) => (added.push(emails), emails.map((e, i) => ({ ...e, id: `e${i}`, messageKey: 'k1' }))) },
-    webhooks: { enqueueFor: async () => undefined },
+    webhooks: { addWithEvents: (_emails: unknown, add: () => Promise<unknown>) => add() },
     bus: { publish: async () => undefined },
     authentication: { scheduleMessage: (key: string) => void scheduled.push(key) },
   };

@@ -10,6 +10,8 @@ import { addressSlot, idSlot, type Keyspace } from '../../redis/keys.ts';
 import * as lua from './scripts.ts';
 import { createRedisDomains } from './domains.ts';
 import { createRedisWebhooks } from './webhooks.ts';
+import { bodyFor, type DroppedJob, type EventBody, type MailEvents, type NewDeliveryJob, type PendingCaps } from '../webhooks.ts';
+import { WEBHOOK_FANOUT } from '../../domain/limits.ts';
 import { createRedisFaults } from './faults.ts';
 import { createRedisKeys } from './keys.ts';
 
@@ -21,6 +23,12 @@ const PING_TIMEOUT_MS = 2000;
 
 
 type StoredSummary = Omit<EmailSummary, 'id'>;
+
+/** The delivery log's line for an event the sweep queued late and a cap refused. */
+const DROPPED_LATE: Record<DroppedJob['reason'], string> = {
+  hook_pending: `not queued: this webhook already had ${WEBHOOK_FANOUT.pendingPerHook} events waiting for delivery when the event was moved to the queue`,
+  key_pending: `not queued: this key's webhooks already had ${WEBHOOK_FANOUT.pendingPerKey} events waiting for delivery when the event was moved to the queue`,
+};
 
 export interface RedisStoreOptions {
   client: RedisClient;
@@ -50,20 +58,82 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     purge: script(client, 'ephPurgeInbox', lua.PURGE_INBOX, 1),
     sweep: script(client, 'ephSweepSlot', lua.SWEEP_SLOT, 1),
   };
+  const webhooks = createRedisWebhooks(client, k.prefix, replicas);
   /** Slots this node already recorded in `slotsInUse` since its last sweep. */
   const slotsSeen = new Set<number>();
 
-  async function addGroup(slot: number | null, emails: NewEmail[], keyOf: Map<Uint8Array, string>): Promise<string[]> {
+  /**
+   * The rows of one script (all of them, or one slot's on Cluster), and their webhook events written
+   * to the outbox of that slot (`<slot base>wo`) in the same script. `at`: each email's position in
+   * addEmails' list.
+   */
+  async function addGroup(slot: number | null, emails: NewEmail[], keyOf: Map<Uint8Array, string>, at: number[], events?: MailEvents): Promise<string[]> {
     const args: Arg[] = [emails.length];
     for (const e of emails) {
       const s = addressSlot(e.address);
       const { id: _none, ...summary }: EmailSummary = summaryOf('', e);
       args.push(k.slotBase(s), e.address, s * 2 ** 18 + randomInt(2 ** 18), randomInt(2 ** 30), e.expiresAt, JSON.stringify(summary), keyOf.get(e.raw)!);
     }
+    const local = new Map(at.map((pos, i) => [pos, i + 1]));
+    const jobs = events?.jobs.filter((j) => local.has(j.email)) ?? [];
+    if (jobs.length) {
+      args.push(`${k.slotBase(addressSlot(emails[0].address))}wo`);
+      const bodies = [...events!.bodies].filter(([pos]) => local.has(pos));
+      args.push(bodies.length);
+      for (const [pos, pieces] of bodies) args.push(local.get(pos)!, pieces.length, ...pieces);
+      args.push(jobs.length);
+      let latest = 0;
+      for (const j of jobs) {
+        // the job's JSON up to its email id, which the script appends (with the closing '"}')
+        const head = JSON.stringify({ id: j.id, webhookId: j.webhookId, keyHash: j.keyHash, dueAt: j.dueAt, expiresAt: j.expiresAt, emailId: '' }).slice(0, -2);
+        args.push(local.get(j.email)!, j.id, head);
+        latest = Math.max(latest, j.expiresAt);
+      }
+      args.push(latest);
+    }
     return (await run.add([k.sequence(slot)], args)) as string[];
   }
 
-  async function addEmails(emails: NewEmail[]): Promise<StoredEmail[]> {
+  /**
+   * Queues webhook events already stored in an outbox (`<slot base>wo`) and takes them out of it.
+   * The queue's slot is another one on Cluster, so this is a second write: run right after the mail's
+   * (addEmails) and, for events a failure left behind, by the sweep. enqueue() queues a job id once
+   * however often it is given (its `q:` mark), so running this twice queues nothing twice.
+   */
+  async function moveOutbox(outbox: string, bodies: EventBody[], jobs: NewDeliveryJob[], caps: PendingCaps): Promise<DroppedJob[]> {
+    const dropped = await webhooks.enqueue(bodies, jobs, caps);
+    await client.hdel(outbox, ...bodies.map((b) => `b:${b.emailId}`), ...jobs.map((j) => `j:${j.id}`));
+    return dropped;
+  }
+
+  /** The sweep's part: events an outbox still holds (their move failed or its node died) are queued now. */
+  async function drainOutbox(slot: number): Promise<void> {
+    const outbox = `${k.slotBase(slot)}wo`;
+    const all = await client.hgetall(outbox);
+    const bodies: EventBody[] = [];
+    const jobs: NewDeliveryJob[] = [];
+    for (const [field, value] of Object.entries(all)) {
+      if (field.startsWith('j:')) jobs.push(JSON.parse(value) as NewDeliveryJob);
+    }
+    for (const [field, value] of Object.entries(all)) {
+      const emailId = field.slice(2);
+      if (field.startsWith('b:')) bodies.push({ emailId, payload: value, expiresAt: Math.max(0, ...jobs.filter((j) => j.emailId === emailId).map((j) => j.expiresAt)) });
+    }
+    if (jobs.length === 0) {
+      if (bodies.length) await client.hdel(outbox, ...bodies.map((b) => `b:${b.emailId}`));
+      return;
+    }
+    const dropped = await moveOutbox(outbox, bodies, jobs, { perKey: WEBHOOK_FANOUT.pendingPerKey, perHook: WEBHOOK_FANOUT.pendingPerHook });
+    if (dropped.length) {
+      const at = Date.now();
+      await webhooks.appendLog(dropped.map(({ job, reason }) => ({
+        webhookId: job.webhookId,
+        attempt: { jobId: job.id, emailId: job.emailId, attempt: 0, at, status: 'dropped' as const, responseCode: null, error: DROPPED_LATE[reason], nextRetryAt: null },
+      })));
+    }
+  }
+
+  async function addEmails(emails: NewEmail[], withEvents?: MailEvents): Promise<StoredEmail[]> {
     if (emails.length === 0) return [];
     // each message once, before the rows that reference it (its own slot: a random key's hash tag)
     const messages = new Map<Uint8Array, { rows: number; expiresAt: number; searchText?: string; envelope?: string }>();
@@ -91,8 +161,13 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       for (const s of fresh) slotsSeen.add(s);
     }
     const ids: string[] = new Array(emails.length);
+    const events = withEvents?.jobs.length ? withEvents : undefined;
+    /** Each script's outbox and the email positions it wrote (when it wrote events). */
+    const outboxes: [string, number[]][] = [];
     if (!cluster) {
-      (await addGroup(null, emails, keyOf)).forEach((id, i) => (ids[i] = id));
+      const all = emails.map((_, i) => i);
+      (await addGroup(null, emails, keyOf, all, events)).forEach((id, i) => (ids[i] = id));
+      if (events) outboxes.push([`${k.slotBase(addressSlot(emails[0].address))}wo`, all]);
     } else {
       // one script per slot: the inbox is the unit of atomicity and order on Cluster
       const groups = new Map<number, number[]>();
@@ -100,7 +175,24 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         const s = addressSlot(e.address);
         groups.set(s, [...(groups.get(s) ?? []), i]);
       });
-      await Promise.all([...groups].map(async ([s, idx]) => (await addGroup(s, idx.map((i) => emails[i]), keyOf)).forEach((id, j) => (ids[idx[j]] = id))));
+      await Promise.all([...groups].map(async ([s, idx]) => {
+        (await addGroup(s, idx.map((i) => emails[i]), keyOf, idx, events)).forEach((id, j) => (ids[idx[j]] = id));
+        if (events?.jobs.some((j) => idx.includes(j.email))) outboxes.push([`${k.slotBase(s)}wo`, idx]);
+      }));
+    }
+    if (events) {
+      // the events are stored with the mail; queueing them is a second write (another slot on
+      // Cluster): a failure leaves them in the outbox for the sweep, and the mail is acknowledged
+      events.dropped = [];
+      await Promise.all(outboxes.map(async ([outbox, idx]) => {
+        const jobs = events.jobs.filter((j) => idx.includes(j.email)).map(({ email, ...j }) => ({ ...j, emailId: ids[email] }));
+        const bodies = [...events.bodies].filter(([pos]) => idx.includes(pos)).map(([pos, pieces]) => ({ emailId: ids[pos], payload: bodyFor(pieces, ids[pos]), expiresAt: emails[pos].expiresAt }));
+        try {
+          events.dropped!.push(...(await moveOutbox(outbox, bodies, jobs, events.caps)));
+        } catch {
+          events.deferred = true;
+        }
+      }));
     }
     return emails.map((e, i) => ({ ...summaryOf(ids[i], e), messageKey: keyOf.get(e.raw)! }));
   }
@@ -148,8 +240,10 @@ export function createRedisStore(options: RedisStoreOptions): Store {
   async function sweepSlot(slot: number, now: number): Promise<number> {
     let removed = 0;
     for (let round = 0; round < 10_000; round++) {
-      const [n, left, ...mks] = (await run.sweep([`${k.slotBase(slot)}sx`], [k.slotBase(slot), now, SWEEP_BATCH])) as [number, number, ...string[]];
+      const [n, left, outbox, ...mks] = (await run.sweep([`${k.slotBase(slot)}sx`], [k.slotBase(slot), now, SWEEP_BATCH])) as [number, number, number, ...string[]];
       await unref(mks); // Redis expires them by itself too, at the same time as their rows
+      // (a failure leaves them for the next sweep; it does not stop this one)
+      if (outbox > 0 && round === 0) await drainOutbox(slot).catch(() => undefined);
       removed += n;
       if (left === 0) await client.srem(k.slotsInUse, slot);
       if (n < SWEEP_BATCH) break;
@@ -157,15 +251,13 @@ export function createRedisStore(options: RedisStoreOptions): Store {
     return removed;
   }
 
-  const webhooks = createRedisWebhooks(client, k.prefix, replicas);
-
   return {
     capabilities: { sharedAcrossProcesses: true, orderedAcrossInboxes: !cluster },
     webhooks,
     domains: createRedisDomains(client, k.domains, replicas),
     faults: createRedisFaults(client, k),
     ...createRedisKeys(client, k, replicas), // the key seam (keys.ts): one object implements every seam
-    addEmails: (emails) => call(() => addEmails(emails)),
+    addEmails: (emails, events) => call(() => addEmails(emails, events)),
     listEmails: (address, query, now) => call(() => listEmails(address, query, now)),
     hasEmails: (address, now) => call(async () => (await listEmails(address, { limit: 1 }, now)).length > 0),
     getEmail: (id, now) =>

@@ -20,6 +20,11 @@ end
  * addEmails (the rows; their messages are written first by ADD_MESSAGE). KEYS[1]: the id sequence
  * (hash: ms, c). ARGV[1]: number of emails, then per email: base, address, low32 (slot << 18 | 18
  * random bits), r30 (random counter start), expiresAt, summary JSON, message key.
+ * Then, when the mail has webhook events (store/webhooks.ts MailEvents), the outbox they are written
+ * to (a hash in this script's slot: `b:<email id>` body, `j:<job id>` job JSON), the number of
+ * bodies, per body: the email's position (1-based), n pieces, the pieces (joined with the email's id);
+ * the number of jobs, per job: the email's position, the job id, its JSON up to the email id; then the
+ * latest expiry. The events are written before any row: a write that fails leaves nothing.
  * Ids follow domain/ids.ts exactly: 48-bit ms from the server's TIME, a 42-bit counter
  * (rand_a 12 bits + the top 30 of rand_b), 32 low bits. A new millisecond starts the counter at
  * r30 << 10; the same or an earlier one (a clock stepping back, another node) increments it.
@@ -33,11 +38,10 @@ local counter = tonumber(st[2]) or 0
 local MAX = 4398046511103
 local function hex(n, w) return string.format('%0' .. w .. 'x', n) end
 local out = {}
+local rows = {}
 local i = 2
 for _ = 1, tonumber(ARGV[1]) do
-  local base, address, low32, r30 = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local expires, summary, mkey = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6]
-  i = i + 7
+  local low32, r30 = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   if now > last then
     last = now
     counter = r30 * 1024
@@ -52,7 +56,34 @@ for _ = 1, tonumber(ARGV[1]) do
   local high32 = 2147483648 + counter % 1073741824
   local t = hex(math.floor(last / 16777216), 6) .. hex(last % 16777216, 6)
   local b = hex(math.floor(high32 / 65536), 4) .. hex(high32 % 65536, 4) .. hex(math.floor(low32 / 65536), 4) .. hex(low32 % 65536, 4)
-  local id = t:sub(1, 8) .. '-' .. t:sub(9, 12) .. '-7' .. hex(rand_a, 3) .. '-' .. b:sub(1, 4) .. '-' .. b:sub(5, 16)
+  out[#out + 1] = t:sub(1, 8) .. '-' .. t:sub(9, 12) .. '-7' .. hex(rand_a, 3) .. '-' .. b:sub(1, 4) .. '-' .. b:sub(5, 16)
+  rows[#rows + 1] = i
+  i = i + 7
+end
+local outbox = ARGV[i]
+if outbox and outbox ~= '' then
+  local fields = {}
+  i = i + 1
+  for _ = 1, tonumber(ARGV[i]) do
+    local id, n = out[tonumber(ARGV[i + 1])], tonumber(ARGV[i + 2])
+    local pieces = {}
+    for p = 1, n do pieces[p] = ARGV[i + 2 + p] end
+    fields[#fields + 1] = 'b:' .. id
+    fields[#fields + 1] = table.concat(pieces, id)
+    i = i + 2 + n
+  end
+  i = i + 1
+  for _ = 1, tonumber(ARGV[i]) do
+    fields[#fields + 1] = 'j:' .. ARGV[i + 2]
+    fields[#fields + 1] = ARGV[i + 3] .. out[tonumber(ARGV[i + 1])] .. '"}'
+    i = i + 3
+  end
+  redis.call('HSET', outbox, unpack(fields))
+  extend(outbox, tonumber(ARGV[i + 1]), now)
+end
+for k, r in ipairs(rows) do
+  local base, address, expires, summary, mkey = ARGV[r], ARGV[r + 1], tonumber(ARGV[r + 4]), ARGV[r + 5], ARGV[r + 6]
+  local id = out[k]
   local at = string.format('%.0f', expires)
   local ekey = base .. 'e:' .. id
   redis.call('HSET', ekey, 's', summary, 'm', mkey, 'x', at, 'a', address)
@@ -62,7 +93,6 @@ for _ = 1, tonumber(ARGV[1]) do
   extend(ix, expires, now)
   redis.call('ZADD', base .. 'sx', at, id .. address)
   extend(base .. 'sx', expires, now)
-  out[#out + 1] = id
 end
 redis.call('HSET', KEYS[1], 'ms', string.format('%.0f', last), 'c', string.format('%.0f', counter))
 return out
@@ -136,12 +166,13 @@ return out
 /**
  * sweepExpired for one slot. KEYS[1]: the slot's expiry zset (score expiresAt, member id..address).
  * ARGV: base, now, batch. Removes up to `batch` emails with expiresAt <= now; returns
- * {removed, remaining members, then the message key of each removed row}.
+ * {removed, remaining members and outbox entries, outbox entries (webhook events not yet queued),
+ * then the message key of each removed row}.
  */
 export const SWEEP_SLOT = `${PRELUDE}
 local base = ARGV[1]
 local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
-local out = {#members, 0}
+local out = {#members, 0, 0}
 for _, m in ipairs(members) do
   local id, address = m:sub(1, 36), m:sub(37)
   local mk = redis.call('HGET', base .. 'e:' .. id, 'm')
@@ -150,7 +181,8 @@ for _, m in ipairs(members) do
   redis.call('ZREM', base .. 'i:' .. address, id)
   redis.call('ZREM', KEYS[1], m)
 end
-out[2] = redis.call('ZCARD', KEYS[1])
+out[3] = redis.call('HLEN', base .. 'wo')
+out[2] = redis.call('ZCARD', KEYS[1]) + out[3]
 return out
 `;
 

@@ -11,7 +11,8 @@ import { call, replicatedScript, script, type RedisClient, type ScriptArg as Arg
 
 // Keys under the base: w:<id> record · k:<keyHash> its webhooks · t:<target> webhooks watching it ·
 // j:<id> job (JSON, no body) · due, exp: job ids by due time / by expiry · hj:<webhook id>, kj:<keyHash>:
-// pending job ids of a webhook / of a key · b:<email id> event body {p, n} · a:<webhook id> attempt log.
+// pending job ids of a webhook / of a key · b:<email id> event body {p, n} · a:<webhook id> attempt log ·
+// q:<job id> a job id once given to enqueue (until the job's expiry: a job is queued at most once).
 // (`pw:<webhook id>` sets and jobs with their body inside are an earlier version's: still delivered.)
 
 /** Removes a job and everything that counts it; frees its body with its last job. */
@@ -75,7 +76,10 @@ local out = {}
 for pos = 1, n do
   local id, wid, kh, eid, due, exp, json = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   i = i + 7
-  if redis.call('EXISTS', b .. 'j:' .. id) == 0 then
+  -- q:<id> marks a job id given once, until the job expires: a job given again (its outbox moved
+  -- twice: redis-store.ts) is never queued twice, even after it was delivered and removed. It is
+  -- written last, so a script that fails on the way leaves the job to be given again.
+  if redis.call('EXISTS', b .. 'j:' .. id) == 0 and redis.call('EXISTS', b .. 'q:' .. id) == 0 then
     if redis.call('SCARD', b .. 'hj:' .. wid) >= perHook then
       out[#out + 1] = pos
       out[#out + 1] = 'hook_pending'
@@ -95,6 +99,7 @@ for pos = 1, n do
         redis.call('PEXPIRE', body, given[2])
       end
     end
+    redis.call('SET', b .. 'q:' .. id, 1, 'PXAT', exp)
   end
 end
 return out

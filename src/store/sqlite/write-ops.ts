@@ -10,7 +10,7 @@ export type WriteJob =
    * (SQL.insertEmail parameters). A raw message over 64 KiB that owns its buffer is moved to the
    * writer thread: do not use it after.
    */
-  | { kind: 'add'; messages: [string, Uint8Array, number, (string | null)?, (string | null)?][]; emails: unknown[][] }
+  | { kind: 'add'; messages: [string, Uint8Array, number, (string | null)?, (string | null)?][]; emails: unknown[][]; events?: AddEvents }
   /** The authentication verdicts of a message; 0 when it is gone. */
   | { kind: 'auth'; key: string; verdicts: string }
   /** The search text of a message that has none; 0 when it has one or is gone. */
@@ -20,8 +20,31 @@ export type WriteJob =
   /** Up to `limit` expired rows (and expired messages); returns how many rows. */
   | { kind: 'sweep'; now: number; limit: number };
 
-/** A write's outcome: its count, or the error that rolled its savepoint back. */
-export type Outcome = { value: number } | { error: { message: string; code?: string } };
+/**
+ * New mail's webhook events, queued in the mail's own transaction (store/webhooks.ts MailEvents): jobs
+ * as [id, webhookId, keyHash, emailId, dueAt, expiresAt], bodies as [emailId, payload, expiresAt], and
+ * the caps [perKey, perHook].
+ */
+export interface AddEvents {
+  jobs: [string, string, string, string, number, number][];
+  bodies: [string, string, number][];
+  caps: [number, number];
+}
+
+/** A job a cap refused: its position in AddEvents.jobs and why. */
+export type Refusal = [number, 'hook_pending' | 'key_pending'];
+
+/** A write's outcome: its count (and, for new mail, the events refused), or the error that rolled it back. */
+export type Outcome = { value: number; refused?: Refusal[] } | { error: { message: string; code?: string } };
+
+/** The webhook queue's statements the mail's transaction runs (sqlite/webhooks.ts enqueue does the same). */
+const EVENT_SQL = {
+  jobExists: 'SELECT 1 FROM webhook_jobs WHERE id = ?',
+  pendingByHook: 'SELECT count(*) FROM webhook_jobs WHERE webhook_id = ?',
+  pendingByKey: 'SELECT count(*) FROM webhook_jobs WHERE key_hash = ?',
+  enqueue: 'INSERT INTO webhook_jobs (id, webhook_id, key_hash, email_id, attempts, due_at, leased, expires_at) VALUES (?, ?, ?, ?, 0, ?, 0, ?)',
+  putBody: 'INSERT OR IGNORE INTO webhook_payloads (email_id, payload, expires_at) VALUES (?, ?, ?)',
+};
 /** Runs writes in one transaction; throws only when the whole transaction failed (rolled back). */
 export type Batch = (jobs: WriteJob[]) => Outcome[];
 
@@ -35,7 +58,39 @@ export function errorOf(e: unknown): { message: string; code?: string } {
 export function makeOps(db: Database.Database, sql: Readonly<Record<string, string>>): Batch {
   const st: Record<string, Database.Statement> = {};
   for (const k of Object.keys(sql)) st[k] = db.prepare(sql[k]);
+  // prepared on first use: a writer that never sees a webhook event never prepares them
+  let ev: Record<keyof typeof EVENT_SQL, Database.Statement> | null = null;
   const buf = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+  /** Queues the events of new mail under the caps, in the current transaction; returns the refused. */
+  const queueEvents = (e: AddEvents): Refusal[] => {
+    if (!ev) {
+      const made = {} as Record<keyof typeof EVENT_SQL, Database.Statement>;
+      for (const k of Object.keys(EVENT_SQL) as (keyof typeof EVENT_SQL)[]) made[k] = db.prepare(EVENT_SQL[k]);
+      made.jobExists.pluck();
+      made.pendingByHook.pluck();
+      made.pendingByKey.pluck();
+      ev = made;
+    }
+    const q = ev;
+    const byHook = new Map<string, number>();
+    const byKey = new Map<string, number>();
+    const used = new Set<string>();
+    const refused: Refusal[] = [];
+    e.jobs.forEach(([id, hook, key, email, due, exp], pos) => {
+      if (q.jobExists.get(id) !== undefined) return;
+      const h = byHook.get(hook) ?? (q.pendingByHook.get(hook) as number);
+      if (h >= e.caps[1]) return void refused.push([pos, 'hook_pending']);
+      const k = byKey.get(key) ?? (q.pendingByKey.get(key) as number);
+      if (k >= e.caps[0]) return void refused.push([pos, 'key_pending']);
+      q.enqueue.run(id, hook, key, email, due, exp);
+      byHook.set(hook, h + 1);
+      byKey.set(key, k + 1);
+      used.add(email);
+    });
+    for (const b of e.bodies) if (used.has(b[0])) q.putBody.run(b[0], b[1], b[2]);
+    return refused;
+  };
+  let refused: Refusal[] | undefined;
   const run: { [K in WriteJob['kind']]: (j: Extract<WriteJob, { kind: K }>) => number } = {
     add(j) {
       for (const m of j.messages) {
@@ -44,6 +99,8 @@ export function makeOps(db: Database.Database, sql: Readonly<Record<string, stri
         if (m[4] != null) st.insertAuth.run(m[0], m[4]);
       }
       for (const e of j.emails) st.insertEmail.run(...e);
+      // the mail's webhook events in the same transaction: both commit or neither
+      if (j.events) refused = queueEvents(j.events);
       return 0;
     },
     views(j) {
@@ -64,12 +121,16 @@ export function makeOps(db: Database.Database, sql: Readonly<Record<string, stri
       return n;
     },
   };
-  const runJob = (j: WriteJob) => (run[j.kind] as (j: WriteJob) => number)(j);
+  const runJob = (j: WriteJob): Outcome => {
+    refused = undefined;
+    const value = (run[j.kind] as (j: WriteJob) => number)(j);
+    return refused ? { value, refused } : { value };
+  };
   // One transaction for the whole batch, without a savepoint per job (each savepoint made SQLite
   // write a statement journal: ~52 KB of temp file per message). When one job fails the batch is
   // rolled back and run again job by job, each in a transaction of its own, so a failing job still
   // fails alone and the others commit (docs/architecture.md "Ingest").
-  const all = db.transaction((jobs: WriteJob[]) => jobs.map((j): Outcome => ({ value: runJob(j) })));
+  const all = db.transaction((jobs: WriteJob[]) => jobs.map(runJob));
   const alone = db.transaction(runJob);
   return (jobs: WriteJob[]): Outcome[] => {
     try {
@@ -78,7 +139,7 @@ export function makeOps(db: Database.Database, sql: Readonly<Record<string, stri
       if (jobs.length === 1) return [{ error: errorOf(e) }];
       return jobs.map((j): Outcome => {
         try {
-          return { value: alone(j) };
+          return alone(j);
         } catch (err) {
           return { error: errorOf(err) };
         }
