@@ -15,6 +15,7 @@ import { assemble, type Service } from '../src/assemble.ts';
 import { loadConfig } from '../src/config.ts';
 import { listEmails } from '../src/services/emails.ts';
 import { summarize } from '../src/derive/summary.ts';
+import { searchTextOfRaw } from '../src/derive/search-text.ts';
 import { deleteRedisKeys, fmt, machineLine, parseArgs, spread } from './lib.ts';
 
 const opts = parseArgs(process.argv.slice(2));
@@ -85,7 +86,7 @@ try {
   for (let i = 0; i < EMAILS; i++) {
     const raw = new Uint8Array(Buffer.from(`From: news${i}@example.org\r\nSubject: issue ${i}\r\nContent-Type: text/plain\r\n\r\n${words(64 * 1024, i)}\r\n`));
     const s = await summarize(raw, LIMITS);
-    await core.store.addEmails([{ address, sender: s.sender, subject: s.subject, hasAttachments: false, mailedBy: null, receivedAt: now, expiresAt: now + 3_600_000, raw: s.raw, searchText: s.searchText }]);
+    await core.store.addEmails([{ address, sender: s.sender, subject: s.subject, hasAttachments: false, mailedBy: null, receivedAt: now, expiresAt: now + 3_600_000, raw: s.raw, searchText: await searchTextOfRaw(s.raw) }]);
   }
   const keys: string[] = [];
   for (let before: string | undefined; keys.length < EMAILS;) {

@@ -5,10 +5,10 @@
 import { BODY_MAX_CHARS, renderBody, type RenderedBody } from '../domain/agent-body.ts';
 import { cut, normaliseNewlines } from '../domain/untrusted.ts';
 import { HTML_CHECK_MAX_CHARS } from '../domain/html-check.ts';
-import { sanitizeEmailHtml } from '../domain/html.ts';
+import { htmlWords, sanitizeEmailHtml } from '../domain/html.ts';
 import type { DerivationOutcome, HeaderField } from '../domain/message.ts';
 import {
-  headerBlock, headerValue, keptAttachments, MAX_FALLBACK_BODY, MAX_FALLBACK_HEAD, MAX_HEADER_VALUE, oneLine, parseHead, parseMime, roughText, stripNul,
+  headerBlock, headerValue, keptAttachments, MAX_FALLBACK_BODY, MAX_FALLBACK_HEAD, MAX_HEADER_VALUE, oneLine, parseHead, parseMime, stripNul,
   type ParseLimits, type PmAttachment, type PmEmail,
 } from './mime.ts';
 
@@ -39,11 +39,14 @@ export interface ParsedMessage {
   attachmentsDropped: number;
   /** read_email's body (domain/agent-body.ts), made once on first use. */
   agent(): RenderedBody;
+  /** The sanitized HTML's words (domain/html.ts htmlWords), made once on first use; null when htmlBody is. */
+  htmlWords(): string | null;
 }
 
 function fromEmail(email: PmEmail | null, parts: { textBody: string | null; html: string | null; hasHtml: boolean; kept: PmAttachment[]; dropped: number; outcome: DerivationOutcome }): ParsedMessage {
   const htmlBody = parts.html === null ? null : sanitizeEmailHtml(parts.html);
   let agent: RenderedBody | null = null;
+  let words: string | null | undefined;
   return {
     minimal: false,
     outcome: parts.outcome,
@@ -57,6 +60,7 @@ function fromEmail(email: PmEmail | null, parts: { textBody: string | null; html
     attachments: parts.kept,
     attachmentsDropped: parts.dropped,
     agent: () => (agent ??= renderBody(parts.textBody, htmlBody)),
+    htmlWords: () => (words === undefined ? (words = htmlBody === null ? null : htmlWords(htmlBody)) : words),
   };
 }
 
@@ -73,8 +77,8 @@ export async function parseForViews(raw: Uint8Array, limits: ParseLimits, option
   }
   const { kept, dropped } = keptAttachments(email, limits);
   const html = options.html ? stripNul(email.html) : null;
-  // without the HTML (its budget ran out), an HTML-only message keeps its words: tags dropped, linearly
-  const textBody = stripNul(email.text) ?? (!options.html && email.html ? roughText(email.html) : null);
+  // without the HTML (its budget ran out), an HTML-only message keeps its words (its first MAX_FALLBACK_BODY characters)
+  const textBody = stripNul(email.text) ?? (!options.html && email.html ? htmlWords(email.html.slice(0, MAX_FALLBACK_BODY)) : null);
   const outcome = options.html || email.html == null ? 'ok' : 'html_over_budget';
   return fromEmail(email, { textBody, html, hasHtml: email.html != null, kept, dropped, outcome });
 }
@@ -96,6 +100,6 @@ export function minimalMessage(raw: Uint8Array): ParsedMessage {
   const body = cut(normaliseNewlines(text), BODY_MAX_CHARS); // no hygiene pass: linear, and cut first
   return {
     minimal: true, outcome: 'parse_over_budget', header: () => '', headers: [], subject: '', textBody: text, htmlBody: null, htmlSource: null,
-    hasHtml: false, attachments: [], attachmentsDropped: 0, agent: () => ({ body, truncated: body.length < text.length, source: 'text' }),
+    hasHtml: false, attachments: [], attachmentsDropped: 0, agent: () => ({ body, truncated: body.length < text.length, source: 'text' }), htmlWords: () => null,
   };
 }

@@ -1,11 +1,11 @@
 // What every derivation reads from a message with postal-mime: the parse itself (its options in one
-// place), header values on one line, the header block, kept attachments, safe filenames, and HTML as
-// rough text (one linear pass, no parser). Shared by the summary (summary.ts) and the views (message.ts).
+// place), header values on one line, the header block, kept attachments, safe filenames. Shared by
+// the summary (summary.ts), the search text (search-text.ts) and the views (message.ts).
 import PostalMime, { decodeWords } from 'postal-mime';
 import type { Attachment as PmAttachment, Email as PmEmail } from 'postal-mime';
 import { REMOVED_MARK } from '../domain/mime-cut.ts';
 
-export { MAX_FALLBACK_BODY, normalizeContentType, roughText, safeFilename, toBytes } from './parts.ts';
+export { MAX_FALLBACK_BODY, normalizeContentType, safeFilename, toBytes } from './parts.ts';
 
 export type { PmAttachment, PmEmail };
 

@@ -42,6 +42,7 @@ export async function runOp(op: Op, raw: Uint8Array, limits: ParseLimits, option
     if (!options.auth) throw new Error('authentication without a task');
     return (await import('./authentication-view.ts')).AUTHENTICATION_VIEW.derive(raw, options.auth);
   }
+  if (options.view === 'searchText') return (await import('./search-text.ts')).searchTextOfRaw(raw); // made when first searched
   return runView(options, new TextDecoder('utf-8', { fatal: false }).decode(raw));
 }
 

@@ -1,9 +1,8 @@
 // The parts of a message as a reader gets them, without a parser (safe filenames, content types,
-// bytes) and HTML as rough text in one linear pass: light enough for the registry (registry.ts) to
-// import wherever it is loaded.
+// bytes): light enough for the registry (registry.ts) to import wherever it is loaded.
 import type { Attachment as PmAttachment } from 'postal-mime';
 
-/** Text read from a body as received, or from HTML without a parser: at most this much. */
+/** Text read from a body as received, or from HTML as words (its fallback text body): at most this much. */
 export const MAX_FALLBACK_BODY = 1024 * 1024;
 
 // C0 controls (but tab), DEL, C1 controls, bidi overrides/isolates, zero-width and BOM: never in a filename
@@ -37,40 +36,3 @@ export function toBytes(c: PmAttachment['content']): Uint8Array {
   if (typeof c === 'string') return new TextEncoder().encode(c);
   return c instanceof Uint8Array ? c : new Uint8Array(c);
 }
-
-/**
- * The words of HTML without parsing it (tags and comments dropped, a few entities decoded, one
- * pass), where the reader's conversion (domain/html.ts's htmlToText) costs too much: the search
- * text at ingest (summary.ts, on the event loop before the 250), the codes found in an HTML part
- * whose text part is the body, and the text body of an HTML-only message whose HTML budget ran out
- * (its fallback). It is 15-50x faster than htmlToText (docs/decisions.md "One way each").
- */
-export function roughText(html: string): string {
-  const src = html.length > MAX_FALLBACK_BODY ? html.slice(0, MAX_FALLBACK_BODY) : html;
-  const lower = src.toLowerCase();
-  let out = '';
-  let i = 0;
-  while (i < src.length) {
-    const lt = src.indexOf('<', i);
-    if (lt < 0) {
-      out += src.slice(i);
-      break;
-    }
-    out += src.slice(i, lt);
-    const end = src.startsWith('<!--', lt) ? src.indexOf('-->', lt + 4) : src.indexOf('>', lt + 1);
-    if (end < 0) break;
-    const tag = src.slice(lt + 1, Math.min(end, lt + 12)).toLowerCase();
-    if (/^\/?(p|div|br|tr|li|h[1-6]|table)\b/.test(tag)) out += '\n';
-    else if (/^\/?(td|th)\b/.test(tag)) out += ' ';
-    i = end + (src.startsWith('<!--', lt) ? 3 : 1);
-    const raw = /^(style|script)\b/.exec(tag); // their content is not text
-    if (raw) {
-      const close = lower.indexOf(`</${raw[1]}`, i);
-      i = close < 0 ? src.length : close;
-    }
-  }
-  return out
-    .replace(/&nbsp;/gi, ' ').replace(/&lt;/gi, '<').replace(/&gt;/gi, '>').replace(/&quot;/gi, '"').replace(/&#39;/g, "'").replace(/&amp;/gi, '&')
-    .replace(/[ \t\r\f\v]+/g, ' ').replace(/ ?\n[\n ]*/g, '\n').trim();
-}
-

@@ -12,8 +12,9 @@
 //     parse gives (`prepare`); `fallback` when it runs out of time or fails;
 //   - `service`: on the main thread (I/O that waits, never computes), over the raw message, within
 //     its budget;
-//   - `summary` and `verdicts`: made at ingest (the search text, with the summary) and after it (the
-//     authentication verdicts, services/authentication.ts), each kept in a place of its own.
+//   - `summary` and `verdicts`: the search text, made on a worker on the first search that meets the
+//     message (derive/search-text.ts), and the authentication verdicts, made after ingest
+//     (services/authentication.ts), each kept in a place of its own.
 // Heavy rules (the HTML check's data, mailauth, spamd's client) are loaded where they run, on first use.
 // A registry other than STORED_VIEWS (tests add views) is named by its module (`defineRegistry`): the
 // derivation's workers load that module and derive what it lists.
@@ -29,7 +30,7 @@ import type { RenderedBody } from '../domain/agent-body.ts';
 import { LANGUAGE_BUDGET_MS, LANGUAGE_MAX_CHARS } from '../domain/language.ts';
 import { checkSpam, SPAM_TIMEOUT_MS, type SpamdTarget } from './spamd.ts';
 import type { ParsedMessage } from './message.ts';
-import { normalizeContentType, roughText, safeFilename, toBytes } from './parts.ts';
+import { normalizeContentType, safeFilename, toBytes } from './parts.ts';
 import { nullable, type Entry } from './entry.ts';
 
 export type { Entry, Face, Wire, WireSchema } from './entry.ts';
@@ -76,7 +77,7 @@ export interface ServiceView<K extends string = string, T = unknown> extends Ent
 
 export type StoredView = ParseView | WorkerView | ServiceView;
 
-/** The search text (domain/search.ts): made with the summary at ingest; kept beside the message. */
+/** The search text (domain/search.ts): made on a worker when first searched (derive/search-text.ts, ops.ts); kept beside the message. */
 export interface SummaryView extends Entry<'searchText'> {
   stage: 'summary';
   fallback(): string;
@@ -140,9 +141,8 @@ export const STORED_VIEWS = [
   parse({
     name: 'codes',
     version: 1,
-    // the HTML as text: the agent's text when it came from the HTML, else one linear pass (a second
-    // HTML→text conversion would cost as much as the sanitizer)
-    derive: (m): CodeCandidate[] => extractCodes({ subject: m.subject, text: m.textBody, htmlText: m.htmlBody === null ? null : m.agent().source === 'html' ? m.agent().body : roughText(m.htmlBody) }),
+    // the HTML as text: the agent's text when it came from the HTML, else its words (domain/html.ts htmlWords)
+    derive: (m): CodeCandidate[] => extractCodes({ subject: m.subject, text: m.textBody, htmlText: m.htmlBody === null ? null : m.agent().source === 'html' ? m.agent().body : m.htmlWords() }),
     fallback: () => [],
     wire: { field: 'codes', faces: ALL, schema: list('Code', 'Verification codes found in the subject, text and HTML, best first; [] when none (docs/extraction.md). Additive.') },
   }),

@@ -1,13 +1,12 @@
 // The summary fast path (docs/house-style.md "The message model"): at ingest, before the 250, the bytes
-// to store (oversized parts cut out) and what the list needs (sender, subject, has_attachments) plus
-// the search text. A plainly structured message is read from its header block and leaves without a
+// to store (oversized parts cut out) and what the list needs (sender, subject, has_attachments); the
+// search text is made when first needed (search-text.ts), not here. A plainly structured message is read from its header block and leaves without a
 // parser (fastSummary, cheap enough for the event loop); anything else is parsed in full on the
 // summary lane of the worker pool. Never throws: a message the parser cannot take apart still gets
 // its defined fallback.
 import { decodeWords } from 'postal-mime';
 import { cutOversizedParts, simpleLeaves, type Leaf } from '../domain/mime-cut.ts';
-import { searchForm, SEARCH_TEXT_MAX_CHARS } from '../domain/search.ts';
-import { capSummary, headerBlock, headerValue, keptAttachments, MAX_HEADER_VALUE, oneLine, parseHead, parseMime, roughText, type ParseLimits, type PmEmail } from './mime.ts';
+import { capSummary, headerBlock, headerValue, keptAttachments, MAX_HEADER_VALUE, oneLine, parseHead, parseMime, type ParseLimits, type PmEmail } from './mime.ts';
 
 export type { ParseLimits } from './mime.ts';
 
@@ -17,114 +16,13 @@ export interface MessageSummary {
   sender: string;
   subject: string;
   hasAttachments: boolean;
-  /** The body's search text (domain/search.ts): what the `text` filter reads, kept beside the message. */
-  searchText: string;
 }
 
 const summaryOf = (email: PmEmail, limits: ParseLimits) => ({
   sender: capSummary(headerValue(email, 'from')),
   subject: capSummary(oneLine(email.subject ?? '')),
   hasAttachments: keptAttachments(email, limits).kept.length > 0,
-  searchText: searchTextOf(email),
 });
-
-// ---- the search text (domain/search.ts): made at ingest, linear in what it reads ----
-
-/** Encoded bytes of one body part read for the search text (HTML carries markup, so more of it). */
-const SEARCH_SOURCE_TEXT_BYTES = 256 * 1024;
-const SEARCH_SOURCE_HTML_BYTES = 1024 * 1024;
-/** Text gathered from the parts before it is put in search form (which keeps at most half of it). */
-const SEARCH_GATHER_CHARS = 2 * SEARCH_TEXT_MAX_CHARS;
-
-/** The search text of a fully parsed message: its plain text, or else its HTML's words. */
-export function searchTextOf(email: PmEmail): string {
-  const text = email.text ? email.text : email.html ? roughText(email.html) : '';
-  return searchForm(text);
-}
-
-const decoders = new Map<string, TextDecoder>();
-/** A decoder for a charset label as postal-mime picks one: the label, else windows-1252 (utf-8 when absent). */
-function decoderFor(charset: string): TextDecoder {
-  const label = charset || 'utf-8';
-  let d = decoders.get(label);
-  if (d) return d;
-  try {
-    d = new TextDecoder(label);
-  } catch {
-    d = new TextDecoder('windows-1252');
-  }
-  if (decoders.size < 64) decoders.set(label, d); // labels are the sender's: a bounded cache
-  return d;
-}
-
-const hexValue = (c: number) => (c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x41 && c <= 0x46 ? c - 0x37 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1);
-
-/** Quoted-printable, decoded in one pass (soft line breaks dropped, a stray `=` kept). */
-export function decodeQuotedPrintable(b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(b.byteLength);
-  let o = 0;
-  for (let i = 0; i < b.byteLength; i++) {
-    const c = b[i];
-    if (c !== 0x3d) {
-      out[o++] = c;
-      continue;
-    }
-    let j = i + 1;
-    while (j < b.byteLength && (b[j] === 0x20 || b[j] === 0x09)) j++; // transport padding before a soft break
-    if (b[j] === 0x0d && b[j + 1] === 0x0a) {
-      i = j + 1;
-      continue;
-    }
-    if (b[j] === 0x0a) {
-      i = j;
-      continue;
-    }
-    const hi = hexValue(b[i + 1]);
-    const lo = hexValue(b[i + 2]);
-    if (hi >= 0 && lo >= 0) {
-      out[o++] = hi * 16 + lo;
-      i += 2;
-    } else out[o++] = c;
-  }
-  return out.subarray(0, o);
-}
-
-/** One inline part's text: the first bytes of its body decoded (transfer encoding, charset); HTML as words. */
-function leafText(buf: Buffer, leaf: Leaf, html: boolean): string {
-  const body = buf.subarray(leaf.bodyStart, Math.min(leaf.bodyEnd, leaf.bodyStart + (html ? SEARCH_SOURCE_HTML_BYTES : SEARCH_SOURCE_TEXT_BYTES)));
-  const bytes = leaf.encoding === 'base64' ? Buffer.from(body.toString('latin1'), 'base64')
-    : leaf.encoding === 'quoted-printable' ? decodeQuotedPrintable(body)
-    : body;
-  const text = decoderFor(leaf.charset).decode(bytes);
-  if (html) return roughText(text);
-  return leaf.delsp ? text.replace(/ \r?\n/g, '') : text;
-}
-
-/**
- * The search text of a plainly structured message from its leaves (no parser), assembled the way
- * postal-mime assembles its text: the inline text parts in order, where a multipart/alternative
- * counts as one part that gives its plain text, or its HTML as words when it has no plain text. The
- * same text the full parse gives, up to white space and how HTML becomes words
- * (test/smtp/summary.test.ts compares them on the corpus).
- */
-export function leavesSearchText(raw: Uint8Array, leaves: Leaf[]): string {
-  const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
-  const inline = leaves.filter((l) => !l.removed && !l.empty && l.disposition !== 'attachment' && (l.type === 'text/plain' || l.type === 'text/html'));
-  const groupHasPlain = new Set(inline.filter((l) => l.type === 'text/plain' && l.alternative >= 0).map((l) => l.alternative));
-  let text = '';
-  for (const leaf of inline) {
-    if (text.length >= SEARCH_GATHER_CHARS) break;
-    const html = leaf.type === 'text/html';
-    if (html && leaf.alternative >= 0 && groupHasPlain.has(leaf.alternative)) continue; // its alternative has plain text
-    text += (text ? '\n' : '') + leafText(buf, leaf, html);
-  }
-  return searchForm(text);
-}
-
-/** The search text of a message the parser could not take apart: its body as received, as text. */
-function rawSearchText(raw: Uint8Array): string {
-  return searchForm(new TextDecoder('utf-8', { fatal: false }).decode(headerBlock(raw).body.subarray(0, SEARCH_SOURCE_TEXT_BYTES)));
-}
 
 /**
  * Whether a plainly structured message has an attachment postal-mime would report and keep, decided
@@ -132,7 +30,7 @@ function rawSearchText(raw: Uint8Array): string {
  * text: none. A leaf that is not inline text, not an inline message/rfc822 (parsed as a message), not
  * empty and not cut out: one (the cut already removed every part over the size limit).
  */
-function attachmentsOf(leaves: Leaf[]): boolean | null {
+export function attachmentsOf(leaves: Leaf[]): boolean | null {
   const inlineText = (l: Leaf) => (l.type === 'text/plain' || l.type === 'text/html') && l.disposition !== 'attachment';
   if (leaves.every(inlineText)) return false;
   if (leaves.some((l) => l.type === 'message/rfc822' || l.removed || (!inlineText(l) && l.empty))) return null;
@@ -150,42 +48,53 @@ const trimWsp = (s: string) => {
 };
 const FAST_MAX_HEAD = 64 * 1024;
 
+/** Whether the bytes at `at` are `word` (lowercase ASCII), in any case. */
+function wordAt(raw: Uint8Array, at: number, end: number, word: string): boolean {
+  if (end - at < word.length) return false;
+  for (let i = 0; i < word.length; i++) if ((raw[at + i] | 0x20) !== word.charCodeAt(i)) return false;
+  return true;
+}
+
 /**
  * The summary of a plainly structured message (see attachmentsOf), read from
  * its top header block the way postal-mime reads it (lines to LF, trailing CRs dropped, UTF-8,
  * folding on SP/HTAB, first From and Subject, encoded words decoded), without decoding any body.
- * Null when the message is not that simple: then it is parsed in full. test/smtp/summary.test.ts
- * checks both ways agree on every message of the corpus.
+ * Only the lines of a field that may be From or Subject are decoded (a byte test of its name): the
+ * other headers stay bytes. Null when the message is not that simple: then it is parsed in full.
+ * test/smtp/summary.test.ts checks both ways agree on every message of the corpus.
  */
 export function fastSummary(raw: Uint8Array): Omit<MessageSummary, 'raw'> | null {
   const leaves = simpleLeaves(raw);
   const decided = leaves ? attachmentsOf(leaves) : null;
-  if (decided === null || !leaves) return null;
+  if (decided === null) return null;
   const hasAttachments: boolean = decided;
-  const lines: string[] = [];
+  /** Each header line's start and end (trailing CRs dropped), in pairs. */
+  const bounds: number[] = [];
   let at = 0;
   for (;;) {
-    if (at >= raw.byteLength || at > FAST_MAX_HEAD) return at > FAST_MAX_HEAD ? null : finish(lines);
-    let nl = raw.indexOf(0x0a, at);
-    const stop = nl < 0 ? raw.byteLength : nl;
-    let end = stop;
+    if (at >= raw.byteLength || at > FAST_MAX_HEAD) return at > FAST_MAX_HEAD ? null : finish(bounds);
+    const nl = raw.indexOf(0x0a, at);
+    let end = nl < 0 ? raw.byteLength : nl;
     while (end > at && raw[end - 1] === 0x0d) end--;
-    if (end === at) {
-      // a line of nothing (or only CRs) ends the header block; a CR inside a line stays as written
-      let only = true;
-      for (let i = at; i < stop; i++) if (raw[i] !== 0x0d) only = false;
-      if (only) return finish(lines);
-    }
-    lines.push(headerDecoder.decode(raw.subarray(at, end)));
-    if (nl < 0) return finish(lines);
+    // a line of nothing (or only CRs) ends the header block; a CR inside a line stays as written
+    if (end === at) return finish(bounds);
+    bounds.push(at, end);
+    if (nl < 0) return finish(bounds);
     at = nl + 1;
   }
-  function finish(headLines: string[]): Omit<MessageSummary, 'raw'> {
+  function finish(lines: number[]): Omit<MessageSummary, 'raw'> {
     let from: string | null = null;
     let subject: string | null = null;
-    for (let i = 0; i < headLines.length && (from === null || subject === null); i++) {
-      let line = headLines[i];
-      while (i + 1 < headLines.length && /^[ \t]/.test(headLines[i + 1])) line += headLines[++i];
+    for (let i = 0; i < lines.length && (from === null || subject === null); i += 2) {
+      const first = i;
+      while (i + 2 < lines.length && isWsp(raw[lines[i + 2]])) i += 2; // its folded lines
+      // a field named From or Subject starts so (after SP/HTAB), or its first line is blank: else it is neither
+      let c = lines[first];
+      const firstEnd = lines[first + 1];
+      while (c < firstEnd && isWsp(raw[c])) c++;
+      if (c < firstEnd && !wordAt(raw, c, firstEnd, 'from') && !wordAt(raw, c, firstEnd, 'subject')) continue;
+      let line = '';
+      for (let j = first; j <= i; j += 2) line += headerDecoder.decode(raw.subarray(lines[j], lines[j + 1]));
       const sep = line.indexOf(':');
       const key = trimWsp(sep < 0 ? line : line.slice(0, sep)).toLowerCase();
       if (key !== 'from' && key !== 'subject') continue;
@@ -197,7 +106,6 @@ export function fastSummary(raw: Uint8Array): Omit<MessageSummary, 'raw'> | null
       sender: capSummary(from === null ? '' : oneLine(decodeWords(from.slice(0, MAX_HEADER_VALUE)))),
       subject: capSummary(oneLine(subject ? decodeWords(subject) : '')),
       hasAttachments,
-      searchText: leavesSearchText(raw, leaves!),
     };
   }
 }
@@ -213,9 +121,9 @@ export async function summarize(received: Uint8Array, limits: ParseLimits): Prom
     // too deep, too many headers, or broken beyond repair: the header block alone, and no attachments
     try {
       const head = await parseHead(headerBlock(raw).head);
-      return { raw, ...summaryOf(head, limits), hasAttachments: false, searchText: rawSearchText(raw) };
+      return { raw, ...summaryOf(head, limits), hasAttachments: false };
     } catch {
-      return { raw, sender: '', subject: '', hasAttachments: false, searchText: rawSearchText(raw) };
+      return { raw, sender: '', subject: '', hasAttachments: false };
     }
   }
 }

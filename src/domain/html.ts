@@ -303,12 +303,8 @@ function dropHidden(html: string): string {
   return sanitizeHtml(html.replace(/\u0000/g, ''), options);
 }
 
-/**
- * html-to-text as this service configures it, compiled once (its options are read and its selectors
- * built here, not on every call): links as `label (url)`, images as their alt text, table cells
- * separated by spaces, headings as written.
- */
-const convertHtml = compile({
+/** How html-to-text is configured here: links as `label (url)`, images as their alt text, table cells separated by spaces, headings as written. */
+const CONVERT: Parameters<typeof compile>[0] = {
   wordwrap: false,
   limits: { maxInputLength: 2_000_000, maxDepth: 200 },
   formatters: {
@@ -330,6 +326,21 @@ const convertHtml = compile({
     { selector: 'tr', format: 'block', options: { leadingLineBreaks: 1, trailingLineBreaks: 1 } },
     { selector: 'td', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
     { selector: 'th', format: 'inlineSurround', options: { prefix: ' ', suffix: ' ' } },
+  ],
+};
+
+/** html-to-text as this service configures it (CONVERT), compiled once: its options are read and its selectors built here, not on every call. */
+const convertHtml = compile(CONVERT);
+
+/**
+ * The same converter for words (htmlWords): link targets left out (only what a reader sees), and
+ * elements whose content is never text skipped by the converter itself instead of a pass of their own.
+ */
+const convertWords = compile({
+  ...CONVERT,
+  selectors: [
+    ...CONVERT.selectors!.map((s) => (s.selector === 'a' ? { selector: 'a', options: { ignoreHref: true } } : s)),
+    ...[...NON_TEXT].map((selector) => ({ selector, format: 'skip' })),
   ],
 });
 
@@ -357,7 +368,23 @@ export function htmlToText(html: string, enough = Infinity): string {
 }
 
 function wholeToText(html: string): string {
-  const text = convertHtml(dropHidden(html));
+  return tidy(convertHtml(dropHidden(html)));
+}
+
+/**
+ * HTML's words, cheaply: the one converter without the hidden-element pass (a parse of its own
+ * through sanitize-html, most of htmlToText's cost) and without link targets; start tags capped like
+ * the sanitizer's input (the parser is quadratic in nesting depth), NUL dropped. For text that is
+ * searched or scanned, not read: the search text (derive/search-text.ts), the codes of an HTML part
+ * whose text part is the body, and the text body of an HTML-only message whose HTML budget ran out.
+ */
+export function htmlWords(html: string): string {
+  const capped = html.length > MAX_HTML_CHARS ? html.slice(0, MAX_HTML_CHARS) : html;
+  return tidy(convertWords(capStartTags(capped.replace(/\u0000/g, ''), MAX_HTML_START_TAGS)));
+}
+
+/** Converted text tidied: no-break spaces as spaces, runs of spaces as one, no blank runs past one line. */
+function tidy(text: string): string {
   return text
     .replace(/\u00a0/g, ' ')
     .replace(/[ \t]{2,}/g, ' ')

@@ -30,8 +30,8 @@ export function resolveInbox(core: Pick<Core, 'domains'>, raw: string, parse: (r
 
 /**
  * Case-insensitive substrings of the decoded From, Subject and body text (FILTER_FIELDS); all given
- * must match. `text` is matched against the message's search text made at ingest
- * (domain/search.ts), never against derived views.
+ * must match. `text` is matched against the message's search text (domain/search.ts), made on the
+ * first search that meets the message and kept; never against derived views.
  */
 export type MailFilter = Partial<Record<FilterField, string>>;
 
@@ -40,8 +40,8 @@ export const FILTER_SCAN_MAX = 5000;
 const SCAN_PAGE = 100;
 /**
  * A body-text filter reads the search texts of at most this many emails per request, and per
- * wake-up of a held one (each at most SEARCH_TEXT_MAX_CHARS): its work is bounded, and it never
- * derives views.
+ * wake-up of a held one (each at most SEARCH_TEXT_MAX_CHARS; those not made yet are made then): its
+ * work is bounded, and it never derives views.
  */
 export const TEXT_SCAN_MAX = 200;
 /**
@@ -50,8 +50,6 @@ export const TEXT_SCAN_MAX = 200;
  */
 const TEXT_BATCH_FIRST = 8;
 const TEXT_BATCH_MAX = 25;
-/** Messages without a search text (stored before search texts existed) one read queues for one. */
-const BACKFILL_PER_READ = 20;
 
 /** Lets the event loop turn (other requests, /livez) between the store reads of one filtered read. */
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -64,6 +62,8 @@ export interface ListInput extends MailFilter {
   /** Seconds to hold when the result would be empty. */
   waitSeconds?: number;
   signal?: AbortSignal;
+  /** Who searches (the search texts not made yet are made as theirs); absent: a list's, of one owner for all. */
+  reader?: Reader;
 }
 
 export interface ListOutput {
@@ -107,69 +107,71 @@ function checkCursors(input: { since?: string; before?: string }): void {
   }
 }
 
-/** Queues search texts for messages that have none (mail stored before search texts existed). */
-async function backfill(core: Core, ids: string[]): Promise<void> {
-  for (const id of ids.slice(0, BACKFILL_PER_READ)) {
-    const row = await core.store.getEmail(id, core.clock.now());
-    if (row) core.views.backfillSearchText(row.messageKey);
-  }
+/**
+ * Whether the search text of an email whose message has none yet contains `needle`: the text is made
+ * now (on a derivation worker, as `reader`'s, services/views.ts) and kept; null when the email is gone.
+ */
+async function madeTextHit(core: Core, id: string, needle: string, reader?: Reader): Promise<boolean | null> {
+  const row = await core.store.getEmail(id, core.clock.now());
+  const text = row && (await core.views.searchText(row.messageKey, reader));
+  return text === null ? null : text.includes(needle);
 }
 
 /**
  * One page of an inbox, as the store lists it, keeping only emails that match: reads the store's
  * pages from the cursor on until `limit` match or FILTER_SCAN_MAX emails were looked at (newest
  * first: or until an id at or below `stopAt`); with a body-text filter, also until the search texts
- * of TEXT_SCAN_MAX emails were read. The event loop turns between store reads.
+ * of TEXT_SCAN_MAX emails were read (those not made yet are made first, as `reader`'s). The event
+ * loop turns between store reads.
  */
-async function filteredPage(core: Core, address: string, query: ListQuery, filter: Filter, stopAt?: string): Promise<EmailSummary[]> {
+async function filteredPage(core: Core, address: string, query: ListQuery, filter: Filter, stopAt?: string, reader?: Reader): Promise<EmailSummary[]> {
   const out: EmailSummary[] = [];
   const { needle } = filter;
   let { since, before } = query;
   let textLeft = TEXT_SCAN_MAX;
   let batch = TEXT_BATCH_FIRST;
-  const missing: string[] = [];
-  try {
-    for (let seen = 0; seen < FILTER_SCAN_MAX; seen += SCAN_PAGE) {
-      const now = core.clock.now();
-      const page = await core.store.listEmails(address, { limit: SCAN_PAGE, since, before }, now);
-      let end = page.length;
-      if (stopAt !== undefined) {
-        end = page.findIndex((e) => e.id <= stopAt); // newest first: nothing newer than the stop is left
-        if (end < 0) end = page.length;
+  for (let seen = 0; seen < FILTER_SCAN_MAX; seen += SCAN_PAGE) {
+    const now = core.clock.now();
+    const page = await core.store.listEmails(address, { limit: SCAN_PAGE, since, before }, now);
+    let end = page.length;
+    if (stopAt !== undefined) {
+      end = page.findIndex((e) => e.id <= stopAt); // newest first: nothing newer than the stop is left
+      if (end < 0) end = page.length;
+    }
+    const candidates = filter.head ? page.slice(0, end).filter(filter.head) : page.slice(0, end);
+    if (needle === null) {
+      for (const e of candidates) {
+        out.push(e);
+        if (out.length >= query.limit) return out;
       }
-      const candidates = filter.head ? page.slice(0, end).filter(filter.head) : page.slice(0, end);
-      if (needle === null) {
-        for (const e of candidates) {
-          out.push(e);
+    } else {
+      for (let i = 0; i < candidates.length && textLeft > 0;) {
+        const part = candidates.slice(i, i + Math.min(batch, textLeft));
+        i += part.length;
+        textLeft -= part.length;
+        batch = Math.min(TEXT_BATCH_MAX, batch * 2);
+        const hits = await core.store.matchText(part.map((e) => e.id), needle, now);
+        // a message with no search text yet (none is made at ingest): made now, then matched
+        if (hits.includes(null)) {
+          await Promise.all(part.map(async (e, j) => {
+            if (hits[j] === null) hits[j] = await madeTextHit(core, e.id, needle, reader);
+          }));
+        }
+        for (let j = 0; j < part.length; j++) {
+          if (hits[j] !== true) continue;
+          out.push(part[j]);
           if (out.length >= query.limit) return out;
         }
-      } else {
-        for (let i = 0; i < candidates.length && textLeft > 0;) {
-          const part = candidates.slice(i, i + Math.min(batch, textLeft));
-          i += part.length;
-          textLeft -= part.length;
-          batch = Math.min(TEXT_BATCH_MAX, batch * 2);
-          const hits = await core.store.matchText(part.map((e) => e.id), needle, now);
-          for (let j = 0; j < part.length; j++) {
-            if (hits[j] === null) missing.push(part[j].id);
-            if (hits[j] !== true) continue;
-            out.push(part[j]);
-            if (out.length >= query.limit) return out;
-          }
-          await turn();
-        }
-        if (textLeft <= 0) return out;
+        await turn();
       }
-      if (end < page.length || page.length < SCAN_PAGE) break;
-      if (since !== undefined) since = page.at(-1)!.id;
-      else before = page.at(-1)!.id;
-      await turn();
+      if (textLeft <= 0) return out;
     }
-    return out;
-  } finally {
-    // mail stored before search texts existed is searched once it has one; this read does not wait
-    if (missing.length > 0) backfill(core, missing).catch((err) => core.log.warn({ err }, 'search texts could not be queued'));
+    if (end < page.length || page.length < SCAN_PAGE) break;
+    if (since !== undefined) since = page.at(-1)!.id;
+    else before = page.at(-1)!.id;
+    await turn();
   }
+  return out;
 }
 
 /**
@@ -188,7 +190,7 @@ export type CheckedList = ReturnType<typeof checkList>;
 /** `checked`: checkList of this input, when the caller made it already. */
 export async function listEmails(core: Core, input: ListInput, checked: CheckedList = checkList(core, input)): Promise<ListOutput> {
   const { address, match, query } = checked;
-  const run = match ? () => filteredPage(core, address, query, match) : () => core.store.listEmails(address, query, core.clock.now());
+  const run = match ? () => filteredPage(core, address, query, match, undefined, input.reader) : () => core.store.listEmails(address, query, core.clock.now());
   const ms = (input.waitSeconds ?? 0) * 1000;
   // nothing to hold: what hold() would do, without its promise
   if (ms <= 0) return { address, emails: await run(), waited: false };
@@ -255,11 +257,11 @@ export async function latestEmail(core: Core, input: LatestInput, checked: Check
   const { address, match, views: wanted, since } = checked;
   const newest = async () => {
     if (wanted.length === 0) {
-      const [e] = await filteredPage(core, address, { limit: 1 }, match, since);
+      const [e] = await filteredPage(core, address, { limit: 1 }, match, since, input.reader);
       return e ? [e] : [];
     }
     // the nearest that match the other filters, newest first: the first whose views match too
-    for (const e of await filteredPage(core, address, { limit: VIEW_SCAN_MAX }, match, since)) {
+    for (const e of await filteredPage(core, address, { limit: VIEW_SCAN_MAX }, match, since, input.reader)) {
       const views = await rowAndViews(core, e.id, input.reader).then((r) => r.views as unknown as Record<string, unknown>, () => null);
       if (views && wanted.every(([name, want]) => typeof views[name] === 'string' && (views[name] as string).toLowerCase() === want)) return [e];
     }

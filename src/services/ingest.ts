@@ -46,8 +46,9 @@ export function createIngest(core: Core): Ingest {
 export async function ingest(core: Core, message: MessageSummary, recipients: string[], mailedBy: string | null, envelope?: MessageEnvelope): Promise<StoredEmail[]> {
   const receivedAt = core.clock.now();
   const expiresAt = receivedAt + core.config.emailTtlSeconds * 1000;
-  const { raw, sender, subject, hasAttachments, searchText } = message;
-  const emails: NewEmail[] = [...new Set(recipients)].map((address) => ({ address, sender, subject, hasAttachments, mailedBy, receivedAt, expiresAt, raw, searchText, envelope }));
+  const { raw, sender, subject, hasAttachments } = message;
+  // no search text: it is made on the first search that meets the message (services/views.ts searchText)
+  const emails: NewEmail[] = [...new Set(recipients)].map((address) => ({ address, sender, subject, hasAttachments, mailedBy, receivedAt, expiresAt, raw, envelope }));
   // what the verdicts read, taken before the store may hand the bytes on (only signed mail needs its body)
   const checked = envelope ? verdictsInput(raw) : null;
   // the mail and its webhook events in one write, before the 250: both stored or neither

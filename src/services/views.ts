@@ -21,8 +21,6 @@ const EMPTY = new Uint8Array(0);
 
 /** Time budget of one derivation: a base plus a share per MiB of message, capped. */
 export const DERIVE_BUDGET = Object.freeze({ baseMs: 5000, perMiBMs: 1000, maxMs: 30_000 });
-/** Messages waiting for a search text of their own (mail stored before search texts existed). */
-export const SEARCH_BACKFILL_MAX = 1000;
 
 /** Who asks for views, and how urgently (derive-queue.ts). */
 export interface Reader {
@@ -31,8 +29,8 @@ export interface Reader {
   /** `read`: one email opened; `list`: rows of a list (previews). */
   priority: Exclude<Priority, 'background'>;
 }
-/** The owner of search-text backfills: one at a time, whoever's search met the message. */
-const BACKFILL_OWNER = '\u0000backfill';
+/** The owner of search texts asked for without a reader: one at a time. */
+const SEARCH_OWNER = '\u0000search';
 /** The owner of views asked again (a spam score after spamd was down): one at a time. */
 const ASK_AGAIN_OWNER = '\u0000ask-again';
 /**
@@ -68,11 +66,12 @@ export interface ViewService {
    */
   isFinal(views: MessageViews): boolean;
   /**
-   * Makes the search text of a message that has none (stored before search texts existed), in the
-   * background: lowest priority, one at a time, at most SEARCH_BACKFILL_MAX queued (more are dropped
-   * and asked for again by a later search). Never derives its views.
+   * The search text of a message that has none yet (docs/decisions.md "Body search": made on the
+   * first search that meets it, not at ingest): made on a derivation worker as `reader`'s work
+   * (default: a list's, of one owner for all), kept, and given; null when the message is gone.
+   * Searches of one message at once share one. Never derives its views.
    */
-  backfillSearchText(messageKey: string): void;
+  searchText(messageKey: string, reader?: Reader): Promise<string | null>;
   /** Derivations waiting for a worker (a gauge). */
   readonly waiting: number;
   /** Resolves once views derived for this key are written to the store (parts readable). */
@@ -147,7 +146,8 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
   const queue = createDeriveQueue({ slots });
   /** Derivations under way (waiting or running), one per message: later readers share it and may promote it. */
   const inflight = new Map<string, { promise: Promise<MessageViews | null>; promote(reader: Reader): void }>();
-  const backfilling = new Set<string>();
+  /** Search texts being made (until kept), one per message: later searches share it (and may promote it). */
+  const searching = new Map<string, { promise: Promise<string | null>; promote(owner: string, priority: Priority): void }>();
   let closed = false;
   /**
    * Views derived here whose write is not yet committed: a reader gets them at once (the store does
@@ -373,19 +373,21 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
     written(key);
   }
 
-  async function backfill(key: string): Promise<void> {
+  /** A message's search text, made on a worker, and its write to the store (the text is given before the write settles). */
+  async function makeSearchText(key: string): Promise<{ text: string; kept: Promise<void> } | null> {
     const src = await store.readRaw(key);
     const raw = src && (await collect(src.chunks, src.sizeBytes));
-    if (!raw) return; // gone meanwhile
+    if (!raw) return null; // gone meanwhile
     let text: string;
     try {
-      text = (await pool.run('summarize', raw, limits, { budgetMs: (options.budgetMs ?? deriveBudgetMs)(raw.byteLength), keepRaw: true })).searchText;
+      text = (await pool.run('view', raw, limits, { budgetMs: (options.budgetMs ?? deriveBudgetMs)(raw.byteLength), keepRaw: true, options: { view: SEARCH_TEXT_VIEW.name } })) as string;
     } catch (err) {
       if (!(err instanceof BudgetExceededError)) throw err;
       log.warn({ bytes: raw.byteLength }, 'a search text ran out of time; the message is searched as having no body text');
       text = SEARCH_TEXT_VIEW.fallback();
     }
-    await store.putSearchText(key, text);
+    const kept = store.putSearchText(key, text).catch((err) => log.warn({ err }, 'a search text could not be kept; a later search makes it again'));
+    return { text, kept };
   }
 
   const isFinal = (views: MessageViews): boolean => {
@@ -415,12 +417,21 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
       if (views) askAgainIfDue(key, views);
       return views;
     },
-    backfillSearchText(key) {
-      if (closed || backfilling.has(key) || backfilling.size >= SEARCH_BACKFILL_MAX) return;
-      backfilling.add(key);
-      queue.enqueue(BACKFILL_OWNER, 'background', () => backfill(key)).promise
-        .catch((err) => log.warn({ err }, 'a search text could not be made; a later search asks again'))
-        .finally(() => backfilling.delete(key));
+    searchText(key, reader) {
+      const owner = reader?.owner || SEARCH_OWNER;
+      const priority = reader?.priority ?? 'list';
+      const shared = searching.get(key);
+      if (shared) {
+        shared.promote(owner, priority);
+        return shared.promise;
+      }
+      const ticket = queue.enqueue(owner, priority, () => makeSearchText(key));
+      const entry = { promise: ticket.promise.then((made) => made && made.text), promote: ticket.promote };
+      searching.set(key, entry);
+      // forgotten once kept: a search after that reads it from the store
+      const forget = () => void searching.delete(key);
+      ticket.promise.then((made) => made?.kept).then(forget, forget);
+      return entry.promise;
     },
     get waiting() {
       return queue.waiting;

@@ -46,10 +46,10 @@ const ALLOWED_PRIVATE_PATHS: ReadonlySet<string> = new Set([
 /** Top-level mutable bindings that remain today, as `file: name`. */
 const ALLOWED_STATE: ReadonlySet<string> = new Set([
   // Caches of a worker thread's module instance (each worker has its own), bounded: the verdicts'
-  // DNS answers (one resolver per worker, replaced when the servers change) and the summary's
+  // DNS answers (one resolver per worker, replaced when the servers change) and the search text's
   // TextDecoder per charset label (at most 64). Neither changes what any caller sees.
   'derive/authenticate.ts: shared',
-  'derive/summary.ts: decoders',
+  'derive/search-text.ts: decoders',
 ]);
 
 function sourceFiles(dir: string): string[] {

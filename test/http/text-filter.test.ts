@@ -1,11 +1,11 @@
 // The body-text filter of the list and latest endpoints (additive `text`): matches the plain part,
 // or an HTML-only mail's text, case-insensitively; combines with from/subject; bounded input. It
-// reads the search text made at ingest and never derives views (docs/decisions.md "Body search").
+// reads the search text, made on the first search that meets a message (not at ingest), and never
+// derives views (docs/decisions.md "Body search").
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { expectError } from '../helpers/contract.ts';
 import { startService, type TestService } from '../helpers/service.ts';
-import { until } from '../helpers/time.ts';
 
 let svc: TestService;
 before(async () => {
@@ -36,7 +36,7 @@ async function derivations(): Promise<number> {
   return text.split('\n').filter((l) => l.startsWith('ephemail_derivation_seconds_count')).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
 }
 
-test('text= derives nothing: it reads the search text made at ingest (white space as one space), and only a read derives', async () => {
+test('text= derives nothing: it reads the search text, made on first search (white space as one space), and only a read derives', async () => {
   const box = `noderive${Date.now()}@ephemail.test`;
   for (let i = 0; i < 5; i++) await svc.send({ to: box, subject: `n${i}`, text: `Line one of ${i}\r\n  your CODE\r\n\tis 55912${i}` });
   await svc.send({ to: box, subject: 'html', html: '<p>Sign <b>in</b>&nbsp;here</p>' });
@@ -49,14 +49,28 @@ test('text= derives nothing: it reads the search text made at ingest (white spac
   assert.equal(await derivations(), before + 1, 'the search derived nothing; latest derived the one email it returns');
 });
 
-test('mail stored before search texts existed: not matched at first, then found once its search text is made in the background', async () => {
+test('mail received and searched at once is found: a word only in the HTML of an HTML-only email, by latest and the list', async () => {
+  const box = `fresh${Date.now()}@ephemail.test`;
+  const html = '<html><head><style>.x{color:red}</style></head><body><table><tr><td>Your sign-in code</td><td><b>Zephyrine</b>&nbsp;739104</td></tr></table><script>var hidden = "scriptword";</script></body></html>';
+  await svc.send({ from: 'auth@example.org', to: box, subject: 'Code', html });
+  // no wait between the 250 and the search
+  const latest = await (await svc.api(`/api/v1/inboxes/${box}/latest?text=zephyrine%20739104`)).json();
+  assert.equal(latest.data?.subject, 'Code', 'found by latest at once');
+  const list = async (q: string) => (await (await svc.api(`/api/v1/inboxes/${box}/emails?${q}`)).json()).data.map((e: { subject: string }) => e.subject);
+  assert.deepEqual(await list('text=sign-in%20code'), ['Code'], 'and by the list');
+  assert.deepEqual(await list('text=scriptword'), [], 'a script is no text');
+  assert.deepEqual(await list('text=color'), [], 'nor a stylesheet');
+});
+
+test('mail stored without a search text (by an older version, or any mail before its first search): found by the first search', async () => {
   const box = `legacy${Date.now()}@ephemail.test`;
   const now = Date.now();
   const raw = Buffer.from('From: old@example.org\r\nSubject: legacy\r\nContent-Type: text/plain\r\n\r\nThe old code is 424242.\r\n');
   // a row as an older version wrote it: no search text
   await svc.service.core.store.addEmails([{ address: box, sender: 'old@example.org', mailedBy: null, subject: 'legacy', hasAttachments: false, receivedAt: now, expiresAt: now + 600_000, raw }]);
   const before = await derivations();
-  const found = async () => (await (await svc.api(`/api/v1/inboxes/${box}/emails?text=old%20code%20is%20424242`)).json()).data.length === 1;
-  await until(found, 'the search text of the older mail is made and it matches');
+  const found = async () => (await (await svc.api(`/api/v1/inboxes/${box}/emails?text=old%20code%20is%20424242`)).json()).data.length;
+  assert.equal(await found(), 1, 'its search text is made by the search that meets it');
+  assert.equal(await found(), 1, 'and kept');
   assert.equal(await derivations(), before, 'making it derived no views');
 });

@@ -1,13 +1,16 @@
-// The search text made at ingest (domain/search.ts, parse.ts): the body as text in search form,
-// decoded like the parser decodes it, capped, and made in time linear in what it reads.
+// The search text (domain/search.ts, derive/search-text.ts), made when first searched: the body as
+// text in search form, decoded like the parser decodes it, capped, and made in time linear in what it reads.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SEARCH_TEXT_MAX_CHARS, searchForm, searchNeedle } from '../../src/domain/search.ts';
-import { decodeQuotedPrintable, fastSummary, summarize } from '../../src/derive/summary.ts';
+import { decodeQuotedPrintable, leavesSearchText, searchTextOfRaw } from '../../src/derive/search-text.ts';
+import { fastSummary, summarize } from '../../src/derive/summary.ts';
+import { simpleLeaves } from '../../src/domain/mime-cut.ts';
 
 const LIMITS = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };
 const enc = (s: string) => new Uint8Array(Buffer.from(s, 'latin1'));
-const searchText = async (raw: string | Uint8Array) => (await summarize(typeof raw === 'string' ? enc(raw) : raw, LIMITS)).searchText;
+/** As a search makes it: from the message as stored (oversized parts cut out at ingest). */
+const searchText = async (raw: string | Uint8Array) => searchTextOfRaw((await summarize(typeof raw === 'string' ? enc(raw) : raw, LIMITS)).raw);
 
 test('search form: lowercase, one space for any white space, trimmed, capped; a needle keeps its ends', () => {
   assert.equal(searchForm('  Your CODE\r\n\tis\u00a0 559120 \u0000 '), 'your code is 559120');
@@ -32,7 +35,8 @@ test('which parts: plain over HTML in an alternative, HTML as words when there i
     '--b', 'Content-Type: text/plain', '', 'Plain words', '--b', 'Content-Type: text/html', '', '<p>HTML words</p>', '--b--',
     '--m', 'Content-Type: text/plain; name=a.txt', 'Content-Disposition: attachment; filename=a.txt', '', 'attached words', '--m--', '',
   ].join('\r\n');
-  assert.equal(fastSummary(enc(alt))?.searchText, 'plain words');
+  assert.equal(leavesSearchText(enc(alt), simpleLeaves(enc(alt))!), 'plain words', 'from the leaves (no parser)');
+  assert.ok(fastSummary(enc(alt)) && !('searchText' in fastSummary(enc(alt))!), 'not made at ingest');
   assert.equal(await searchText(alt), 'plain words');
   const htmlOnly = 'Subject: a\r\nContent-Type: text/html\r\n\r\n<html><head><style>p{color:red}</style></head><body><p>Your <b>Quarterly&nbsp;Statement</b></p><script>x()</script><p>is ready</p></body></html>\r\n';
   assert.equal(await searchText(htmlOnly), 'your quarterly statement is ready');
