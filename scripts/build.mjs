@@ -33,6 +33,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const OUT_DIR = join(ROOT, 'dist');
 const MANIFEST = join(OUT_DIR, 'manifest.json');
 const ASSETS = join(ROOT, 'src', 'web', 'assets');
+const MIGRATIONS = join(ROOT, 'src', 'store', 'sqlite', 'migrations');
 const KEEP_OLD_MS = 7 * 24 * 3600_000;
 
 // A file that vanishes while it is read (an editor's temporary file) is left out, not an error.
@@ -136,7 +137,7 @@ export async function build() {
   const result = { outputFiles: [...workerBuild.outputFiles, ...mainBuild.outputFiles] };
 
   mkdirSync(join(OUT_DIR, 'assets'), { recursive: true });
-  const current = new Set(['manifest.json', 'assets', '.npmignore']);
+  const current = new Set(['manifest.json', 'assets', 'migrations', '.npmignore']);
   for (const file of result.outputFiles) {
     current.add(relative(OUT_DIR, file.path));
     let same = false;
@@ -148,11 +149,14 @@ export async function build() {
   }
   // src/web/routes.ts reads ./assets/ next to itself
   for (const name of readdirSync(ASSETS)) writeAtomic(join(OUT_DIR, 'assets', name), readFileSync(join(ASSETS, name)));
+  // src/store/sqlite/migrations.ts reads ./migrations/ next to itself
+  mkdirSync(join(OUT_DIR, 'migrations'), { recursive: true });
+  for (const name of readdirSync(MIGRATIONS)) writeAtomic(join(OUT_DIR, 'migrations', name), readFileSync(join(MIGRATIONS, name)));
   const main = join(ROOT, mainOut);
-  const files = [...current].filter((f) => !['manifest.json', 'assets', '.npmignore'].includes(f)).sort();
+  const files = [...current].filter((f) => !['manifest.json', 'assets', 'migrations', '.npmignore'].includes(f)).sort();
   // `npm pack` takes this build only (package.json "files" lists dist/; a .npmignore below the root
   // still applies): not the older builds kept for services still running them
-  const npmignore = ['# written by scripts/build.mjs: npm pack takes the current build only', '/*', '!/manifest.json', '!/assets/', ...files.map((f) => `!/${f}`)];
+  const npmignore = ['# written by scripts/build.mjs: npm pack takes the current build only', '/*', '!/manifest.json', '!/assets/', '!/migrations/', ...files.map((f) => `!/${f}`)];
   writeAtomic(join(OUT_DIR, '.npmignore'), npmignore.join('\n') + '\n');
   writeAtomic(MANIFEST, JSON.stringify({ fingerprint: print, main: relative(OUT_DIR, main), files }) + '\n');
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { withReadCache } from '../../src/store/read-cache.ts';
-import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
+import { migrationSql } from '../../src/store/sqlite/migrations.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail, rawMessage } from './harness.ts';
 import { keySuite } from './keys.suite.ts';
@@ -87,7 +87,7 @@ test('sqlite file: a database of the layout before search texts is migrated; its
   const path = join(dir, 'before-search.db');
   const now = Date.now();
   const old = new Database(path);
-  for (const sql of MIGRATIONS.slice(0, 3)) old.exec(sql);
+  for (const sql of migrationSql().slice(0, 3)) old.exec(sql);
   old.pragma('user_version = 3');
   const id = '01900000-0000-7000-8000-000000000001';
   old.prepare('INSERT INTO messages (key, raw, expires_at) VALUES (?, ?, ?)').run(id, rawMessage('old'), now + 60_000);
@@ -110,7 +110,7 @@ test('sqlite file: a database of the layout before search texts is migrated; its
 test('sqlite file: a queue of version 3 (the body in every job) is migrated: each email\'s body kept once, jobs keep their key and are delivered', async () => {
   const path = join(dir, 'v3.db');
   const old = new Database(path);
-  for (const sql of MIGRATIONS.slice(0, 3)) old.exec(sql);
+  for (const sql of migrationSql().slice(0, 3)) old.exec(sql);
   old.pragma('user_version = 3');
   old.prepare('INSERT INTO webhooks (id, key_hash, url, target, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)').run('wh_a', 'k'.repeat(64), 'https://r.example/', 'a@ephemail.test', 'whsec_x', 1);
   old.prepare('INSERT INTO webhooks (id, key_hash, url, target, secret, created_at) VALUES (?, ?, ?, ?, ?, ?)').run('wh_b', 'j'.repeat(64), 'https://r.example/', 'a@ephemail.test', 'whsec_x', 2);

@@ -11,7 +11,7 @@ import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../../src/domain/errors.ts';
 import { groupCommit, LAZY_MS } from '../../src/store/sqlite/group-commit.ts';
-import { MIGRATIONS } from '../../src/store/sqlite/migrations.ts';
+import { migrationSql } from '../../src/store/sqlite/migrations.ts';
 import { until } from '../helpers/time.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-gc-'));
@@ -25,7 +25,7 @@ async function open(kind: 'file' | 'memory') {
   db.pragma('journal_mode = WAL');
   db.pragma('foreign_keys = ON');
   db.transaction(() => {
-    for (const m of MIGRATIONS) db.exec(m);
+    for (const m of migrationSql()) db.exec(m);
   })();
   const writes = groupCommit(db, kind === 'file' ? path : null);
   // the first write starts the thread (and commits here, as every write does until the thread is up);

@@ -12,7 +12,7 @@ import { typedStoreError } from './errors.ts';
 import { groupCommit, type WriteJob } from './group-commit.ts';
 import type { AddEvents } from './write-ops.ts';
 import { bodyFor, type MailEvents } from '../webhooks.ts';
-import { MIGRATIONS } from './migrations.ts';
+import { migrationSql } from './migrations.ts';
 import { createSqliteDomains } from './domains.ts';
 import { createSqliteWebhooks } from './webhooks.ts';
 import { createSqliteFaults } from './faults.ts';
@@ -216,9 +216,10 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
 
 function migrate(db: Database.Database): void {
   const version = db.pragma('user_version', { simple: true }) as number;
-  for (let v = version; v < MIGRATIONS.length; v++) {
+  const migrations = migrationSql();
+  for (let v = version; v < migrations.length; v++) {
     db.transaction(() => {
-      db.exec(MIGRATIONS[v]);
+      db.exec(migrations[v]);
       db.pragma(`user_version = ${v + 1}`);
     })();
   }
