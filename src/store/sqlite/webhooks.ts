@@ -1,6 +1,7 @@
 // Webhooks on SQLite: registrations, the delivery queue and the attempt log in the store's file,
 // written on the main connection (small rows; synchronous=FULL, so enqueue is durable when it
-// returns). One process owns the file, so a lease is only a flag: at start every lease is dropped.
+// returns), except new mail's events: the writer inserts them in the mail's own transaction
+// (write-ops.ts, the same caps as enqueue here). One process owns the file, so a lease is only a flag: at start every lease is dropped.
 // An email's event body is one row of webhook_payloads, freed by a trigger with its last job.
 // Transactions that read before they write (counts against a cap, the due jobs) begin IMMEDIATE: a
 // deferred one would read a snapshot, and its first write fails with SQLITE_BUSY at once (not after
