@@ -1,8 +1,8 @@
 // Webhooks: registration by a key, and the delivery worker every node runs. Mail and its events are
 // stored in one write before its 250 (ingest.ts, addWithEvents), so a crash loses no event and a
-// failure stores neither; any node claims due jobs with a lease, so an
-// event goes to one node at a time and a dead node's jobs come back when the lease runs out
-// (at-least-once, once across nodes when nodes live). Signed with Standard Webhooks; retried on an
+// failure stores neither; any node claims due jobs with a lease, so an event goes to one node at a
+// time and a dead node's jobs come back when the lease runs out (at-least-once, once across nodes
+// when nodes live). Signed with Standard Webhooks; retried on an
 // exponential backoff for the email's lifetime (docs/push.md "Webhooks"). Fan-out is bounded
 // (WEBHOOK_FANOUT): per message, per address, and by the events pending per key and per webhook;
 // an event over a bound is dropped, counted and written in its webhook's delivery log.
