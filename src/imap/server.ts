@@ -6,7 +6,7 @@
 import type { AddressInfo, Server, Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import type { Core } from '../services/core.ts';
-import { deleteEmail } from '../services/emails.ts';
+import { deleteEmail, matchTexts } from '../services/emails.ts';
 import { createHoldCounter } from '../domain/limits.ts';
 import { searchNeedle, FILTER_MAX_CHARS } from '../domain/search.ts';
 import { AppError } from '../domain/errors.ts';
@@ -836,7 +836,7 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
         const hits = new Set<string>();
         for (let i = 0; i < newest.length; i += 25) {
           const part = newest.slice(i, i + 25);
-          const r = await core.store.matchText(part.map((x) => x.id), n, core.clock.now());
+          const r = await matchTexts(core, part.map((x) => x.id), n, core.clock.now());
           r.forEach((v, j) => v === true && hits.add(part[j].id));
         }
         textHits.set(n, hits);

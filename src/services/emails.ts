@@ -118,6 +118,21 @@ async function madeTextHit(core: Core, id: string, needle: string, reader?: Read
 }
 
 /**
+ * Which of `ids` have a search text containing `needle` (true/false; null: the email is gone), as
+ * the store matches them; a message with no search text yet (none is made at ingest) gets it made
+ * now, as `reader`'s, then matched. The list, `latest` and IMAP's SEARCH BODY/TEXT all ask this.
+ */
+export async function matchTexts(core: Core, ids: readonly string[], needle: string, now: number, reader?: Reader): Promise<(boolean | null)[]> {
+  const hits = await core.store.matchText([...ids], needle, now);
+  if (hits.includes(null)) {
+    await Promise.all(ids.map(async (id, j) => {
+      if (hits[j] === null) hits[j] = await madeTextHit(core, id, needle, reader);
+    }));
+  }
+  return hits;
+}
+
+/**
  * One page of an inbox, as the store lists it, keeping only emails that match: reads the store's
  * pages from the cursor on until `limit` match or FILTER_SCAN_MAX emails were looked at (newest
  * first: or until an id at or below `stopAt`); with a body-text filter, also until the search texts
@@ -150,13 +165,7 @@ async function filteredPage(core: Core, address: string, query: ListQuery, filte
         i += part.length;
         textLeft -= part.length;
         batch = Math.min(TEXT_BATCH_MAX, batch * 2);
-        const hits = await core.store.matchText(part.map((e) => e.id), needle, now);
-        // a message with no search text yet (none is made at ingest): made now, then matched
-        if (hits.includes(null)) {
-          await Promise.all(part.map(async (e, j) => {
-            if (hits[j] === null) hits[j] = await madeTextHit(core, e.id, needle, reader);
-          }));
-        }
+        const hits = await matchTexts(core, part.map((e) => e.id), needle, now, reader);
         for (let j = 0; j < part.length; j++) {
           if (hits[j] !== true) continue;
           out.push(part[j]);

@@ -74,7 +74,7 @@ test('toWireEmail and toWireAttachment: bodies, links and absolute URLs on the b
 test('apiEmailFace renders the 200 body of an email as UTF-8 bytes, exactly its serializer\'s text', () => {
   const core = { baseUrl: () => 'https://mail.example' } as unknown as Core;
   const face = apiEmailFace((b: { data: unknown }) => JSON.stringify(b), core);
-  const views = { to: 'a@ephemail.test', cc: '', messageId: null, headers: [], textBody: 'code 123456 ✓', htmlBody: null, attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, codes: [], links: [], spam: null, htmlCheck: null };
+  const views = { to: 'a@ephemail.test', cc: '', messageId: null, headers: [], textBody: 'code 123456 ✓', htmlBody: null, attachments: [], attachmentsDropped: 0, agentBody: { body: '', truncated: false }, codes: [], links: [], spam: null, htmlCheck: null, language: null };
   const e = { ...summary, ...views, authentication: null } as unknown as EmailFull;
   const bytes = face.render(e);
   assert.equal(face.name, 'api');
