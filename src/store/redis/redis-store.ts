@@ -184,7 +184,10 @@ export function createRedisStore(options: RedisStoreOptions): Store {
       // the events are stored with the mail; queueing them is a second write (another slot on
       // Cluster): a failure leaves them in the outbox for the sweep, and the mail is acknowledged
       events.dropped = [];
-      await Promise.all(outboxes.map(async ([outbox, idx]) => {
+      // one outbox after the other, in the emails' order: the caps refuse the same events as on
+      // SQLite (the later emails'), whichever slot answers first (all go to the one {wh} slot anyway)
+      outboxes.sort((x, y) => x[1][0] - y[1][0]); // filled as the slots' scripts answered
+      for (const [outbox, idx] of outboxes) {
         const jobs = events.jobs.filter((j) => idx.includes(j.email)).map(({ email, ...j }) => ({ ...j, emailId: ids[email] }));
         const bodies = [...events.bodies].filter(([pos]) => idx.includes(pos)).map(([pos, pieces]) => ({ emailId: ids[pos], payload: bodyFor(pieces, ids[pos]), expiresAt: emails[pos].expiresAt }));
         try {
@@ -192,7 +195,7 @@ export function createRedisStore(options: RedisStoreOptions): Store {
         } catch {
           events.deferred = true;
         }
-      }));
+      }
     }
     return emails.map((e, i) => ({ ...summaryOf(ids[i], e), messageKey: keyOf.get(e.raw)! }));
   }
