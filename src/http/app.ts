@@ -65,9 +65,13 @@ function validators() {
   // encapsulation context were ~2/3 of a start's CPU); a context's shared schemas are added once by $id
   const coercing = new Ajv({ ...ajvOptions, coerceTypes: true });
   const strict = new Ajv({ ...ajvOptions, coerceTypes: false });
+  const added = new Set<string>(); // not ajv.getSchema(id): that compiles the schema
   return (externalSchemas: unknown) => {
     for (const schema of Object.values((externalSchemas ?? {}) as Record<string, { $id?: string }>)) {
-      if (schema.$id !== undefined && coercing.getSchema(schema.$id) !== undefined) continue;
+      if (schema.$id !== undefined) {
+        if (added.has(schema.$id)) continue;
+        added.add(schema.$id);
+      }
       coercing.addSchema(schema);
       strict.addSchema(schema);
     }
