@@ -83,7 +83,7 @@ export const inboxRoutes: FastifyPluginAsyncTypebox<{ core: Core; pageStreamMs?:
     },
   }, (request, reply) => {
     const q = request.query;
-    const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, from: q.from, subject: q.subject, text: q.text };
+    const input = { address: request.params.address, limit: q.limit, since: q.since, before: q.before, waitSeconds: q.wait, from: q.from, subject: q.subject, text: q.text, reader: q.text ? readerOf(request.ip, 'list') : undefined }; // search texts made for a text filter take turns by client
     // without wait nothing is held: no slot, no abort signal, no listener on the socket
     const answer = (out: emails.ListOutput) => listJson(reply, (listSerializers ??= compileListSerializers(reply)), q, out);
     if (q.wait <= 0) {
