@@ -47,8 +47,8 @@ export interface GroupCommit {
 export interface GroupCommitStats { threadBatches: number; localBatches: number; threadReady: boolean }
 
 /**
- * Group commit: writes share one transaction (one fsync instead of one each), each in its own
- * savepoint so a failing one fails alone. Every promise settles only after the shared COMMIT, so a
+ * Group commit: writes share one transaction (one fsync instead of one each); should one fail, the
+ * batch runs again write by write, so a failing one fails alone. Every promise settles only after the shared COMMIT, so a
  * 250 still means durable. Writes keep their order (batches commit one after another).
  * With a file database the commits run on a writer thread with its own connection while the next
  * batch gathers; until that thread is up (and for `:memory:`) they run here, one turn of the event

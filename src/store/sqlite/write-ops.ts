@@ -1,9 +1,9 @@
-// The SQLite store's write operations, run in one transaction per batch, each write in a savepoint of
-// its own (it fails alone, all or none). Used by the writer thread (writer.ts) and by the main thread
+// The SQLite store's write operations, run in one transaction per batch (should one fail, the batch
+// runs again write by write, each in a transaction of its own: it fails alone, all or none). Used by the writer thread (writer.ts) and by the main thread
 // when it commits itself (`:memory:`, or until the thread is up): group-commit.ts.
 import type Database from 'better-sqlite3';
 
-/** One write. Each runs in its own savepoint of the shared transaction: it fails alone, all or none. */
+/** One write: it fails alone, all or none (see makeOps: one transaction per batch, write by write after a failure). */
 export type WriteJob =
   /**
    * New mail: each message once ([key, raw, expiresAt, search text if any]), then its rows
@@ -129,7 +129,7 @@ export function makeOps(db: Database.Database, sql: Readonly<Record<string, stri
   // One transaction for the whole batch, without a savepoint per job (each savepoint made SQLite
   // write a statement journal: ~52 KB of temp file per message). When one job fails the batch is
   // rolled back and run again job by job, each in a transaction of its own, so a failing job still
-  // fails alone and the others commit (docs/architecture.md "Ingest").
+  // fails alone and the others commit (docs/architecture.md "A message, from socket to row to GET").
   const all = db.transaction((jobs: WriteJob[]) => jobs.map(runJob));
   const alone = db.transaction(runJob);
   return (jobs: WriteJob[]): Outcome[] => {
