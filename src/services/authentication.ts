@@ -1,7 +1,8 @@
 // Authentication verdicts (SPF, DKIM, DMARC, ARC): a derived view of a stored message, computed once
 // with mailauth on a worker thread of its own (derive/authenticate.ts), within a time budget, kept in
-// the store beside the message and never computed again. Ingest hands over the bytes it holds right
-// after the 250 (in the background: the 250 never waits for it; nothing is read back from the store);
+// the store beside the message and never computed again. Ingest hands over the bytes it holds once
+// they are stored, just before the 250 is written (scheduleMessage: the 250 never waits for the
+// verdicts; nothing is read back from the store);
 // the worker runs at a lower CPU priority, so under load ingest comes first and the verdicts take
 // what is left. A read of a message that has none yet schedules it too (another node stored it,
 // this one restarted, or the queue was full) and answers `null` meanwhile.
