@@ -13,7 +13,7 @@ import { countRequest, listMailbox, login, readMessage, refusalOf, type Grant, t
 import { DEFAULT_MAIL_LIMITS, printable, type MailLimits, type MailListener } from './server.ts';
 import { mailFront } from './front.ts';
 import type { MailTls } from './tls.ts';
-import { closeSessions, listenOn } from '../smtp/listener.ts';
+import { mailListenerOf } from '../smtp/listener.ts';
 
 const MAX_LINE = 8192;
 const KNOWN = new Set(['CAPA', 'USER', 'PASS', 'AUTH', 'STLS', 'STAT', 'LIST', 'UIDL', 'RETR', 'TOP', 'DELE', 'RSET', 'NOOP', 'QUIT', 'APOP']);
@@ -39,7 +39,6 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
   const limits: MailLimits = { ...DEFAULT_MAIL_LIMITS, ...overrides };
   const perClient = createHoldCounter({ perAddress: limits.maxPerIp, per56: limits.maxPer56, per48: limits.maxPer48 });
   const open = new Set<Socket>();
-  let running = false;
 
   const front = mailFront(core, 'pop3', limits.maxClients, (socket, ip) => {
     socket.on('error', () => undefined);
@@ -324,21 +323,5 @@ export function createPop3Server(core: Core, uids: UidStore, tls: MailTls | null
     }
   }
 
-  return {
-    server,
-    get sessions() {
-      return open.size;
-    },
-    async listen(port, host) {
-      const address = await listenOn(server, port, host);
-      running = true;
-      return address;
-    },
-    async close() {
-      if (!running) return;
-      running = false;
-      front.close();
-      await closeSessions(server, open, '-ERR [SYS/TEMP] Server shutting down\r\n');
-    },
-  };
+  return mailListenerOf(server, open, front, '-ERR [SYS/TEMP] Server shutting down\r\n');
 }

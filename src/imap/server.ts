@@ -16,7 +16,7 @@ import { bodyStructure, envelope, headerValue, parseSection, parseTree, sectionB
 import { astring, createFramer, parseCommand, type Command, type Token } from './parser.ts';
 import { mailFront } from './front.ts';
 import type { MailTls } from './tls.ts';
-import { closeSessions, listenOn } from '../smtp/listener.ts';
+import { mailListenerOf } from '../smtp/listener.ts';
 
 export interface MailLimits {
   /** Connections at once per client (an IPv4 address, an IPv6 /64), /56, /48: SMTP's caps. */
@@ -101,7 +101,6 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
   const limits: MailLimits = { ...DEFAULT_MAIL_LIMITS, ...overrides };
   const perClient = createHoldCounter({ perAddress: limits.maxPerIp, per56: limits.maxPer56, per48: limits.maxPer48 });
   const open = new Set<Socket>();
-  let running = false;
   const metric = (command: string) => core.metrics?.mailCommands.inc({ protocol: 'imap', command: KNOWN.has(command) ? command : 'OTHER' });
 
   const front = mailFront(core, 'imap', limits.maxClients, (socket, ip) => {
@@ -896,21 +895,5 @@ export function createImapServer(core: Core, uids: UidStore, tls: MailTls | null
     }
   }
 
-  return {
-    server,
-    get sessions() {
-      return open.size;
-    },
-    async listen(port, host) {
-      const address = await listenOn(server, port, host);
-      running = true;
-      return address;
-    },
-    async close() {
-      if (!running) return;
-      running = false;
-      front.close();
-      await closeSessions(server, open, '* BYE Server shutting down\r\n');
-    },
-  };
+  return mailListenerOf(server, open, front, '* BYE Server shutting down\r\n');
 }

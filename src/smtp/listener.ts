@@ -26,3 +26,22 @@ export function closeSessions(server: Server, sessions: Iterable<Socket>, farewe
     server.close(() => resolve());
   });
 }
+
+/**
+ * The listening face of a mail listener over its own sessions (IMAP, POP3): listen, and close once
+ * (stop the front, say `farewell` to each session).
+ */
+export function mailListenerOf(server: Server, sessions: Set<Socket>, front: { close(): void }, farewell: string) {
+  return {
+    server,
+    get sessions() {
+      return sessions.size;
+    },
+    listen: (port: number, host: string) => listenOn(server, port, host),
+    async close() {
+      if (!server.listening) return;
+      front.close();
+      await closeSessions(server, sessions, farewell);
+    },
+  };
+}
