@@ -9,10 +9,9 @@ import type { SendMailOptions, Transporter } from 'nodemailer';
 import PostalMime, { addressParser } from 'postal-mime';
 import { mailedByOf, parseAddress } from '../domain/address.ts';
 import { ipBucket } from '../domain/limits.ts';
-import type { MessageSummary } from '../derive/summary.ts';
 import type { StoredEmail } from '../store/store.ts';
 import type { Core } from './core.ts';
-import { ingest } from './ingest.ts';
+import { createIngest } from './ingest.ts';
 
 export interface MailAddress {
   address: string;
@@ -105,16 +104,7 @@ export function createProviderMailer(core: Core): ProviderMailer {
       return (await transport).sendMail(options) as Promise<{ message: unknown }>;
     },
   };
-  let summary: Promise<typeof import('../derive/summary.ts')> | null = null;
-  const FAST_HERE_BYTES = 128 * 1024;
-  const summaryOf = async (raw: Buffer): Promise<MessageSummary> => {
-    if (raw.byteLength <= FAST_HERE_BYTES) {
-      const { fastSummary } = await (summary ??= import('../derive/summary.ts'));
-      const fast = fastSummary(raw);
-      if (fast) return { raw, ...fast };
-    }
-    return core.workers.summary.run('summarize', raw, config);
-  };
+  const receiver = createIngest(core); // the summary and where it is made, as for SMTP
   const ipCap = config.smtpCaps.perIpPerMinute ? { perMinute: config.smtpCaps.perIpPerMinute, perDay: Infinity } : null;
   const addressCap = config.smtpCaps.perAddressPerMinute ? { perMinute: config.smtpCaps.perAddressPerMinute, perDay: Infinity } : null;
 
@@ -186,7 +176,7 @@ export function createProviderMailer(core: Core): ProviderMailer {
     raw.copy(own);
     let stored: StoredEmail[];
     try {
-      stored = await ingest(core, await summaryOf(own), recipients, mailedBy);
+      stored = await receiver.receive(own, recipients, mailedBy);
     } catch (err) {
       core.log.error({ err }, 'provider API delivery failed; answered with a temporary error');
       throw new ProviderRefusal('unavailable', 'The message could not be stored; try again later');
