@@ -143,7 +143,7 @@ export function createLane(options: LaneOptions = {}): Lane {
   const max = Math.max(1, options.workers ?? Math.min(4, availableParallelism()));
   const warn = options.warn ?? (() => undefined);
   const label = options.name ?? 'derivation';
-  const entry = workerEntry(typeof EPHEMAIL_WORKER_ENTRY === 'string' ? EPHEMAIL_WORKER_ENTRY : undefined, new URL('./worker.ts', import.meta.url));
+  const entry = workerEntry(typeof EPHEMAIL_WORKER_ENTRY === 'string' ? EPHEMAIL_WORKER_ENTRY : undefined, new URL('./worker.ts', import.meta.url), 'derive-worker');
   interface Slot {
     worker: Worker;
     ready: boolean;

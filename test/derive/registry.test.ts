@@ -17,6 +17,10 @@ import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail } from '../conformance/harness.ts';
 import { WITH_WORDS } from './fixtures/registry.ts';
 
+// This file's registries are TypeScript modules that the workers import (defineRegistry): its
+// workers run the sources through tsx, not the built worker files npm test gives the others.
+delete process.env.EPHEMAIL_TEST_BUILT_WORKERS;
+
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-registry-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const LIMITS = { maxAttachmentBytes: 5_242_880, maxAttachments: 100 };

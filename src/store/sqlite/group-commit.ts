@@ -96,7 +96,7 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
   const startWriter = () => {
     if (writer || writerDead || !path) return;
     try {
-      const entry = workerEntry(typeof EPHEMAIL_WRITER_ENTRY === 'string' ? EPHEMAIL_WRITER_ENTRY : undefined, new URL('./writer.ts', import.meta.url));
+      const entry = workerEntry(typeof EPHEMAIL_WRITER_ENTRY === 'string' ? EPHEMAIL_WRITER_ENTRY : undefined, new URL('./writer.ts', import.meta.url), 'sqlite-writer');
       const workerData: WriterData = { path, sql: SQL, bigWrite: BIG_WRITE };
       // (its young generation capped like the derivation workers': docs/architecture.md "Memory")
       const w = new Worker(entry.url, { execArgv: entry.execArgv, workerData, resourceLimits: { maxYoungGenerationSizeMb: 8 } });
