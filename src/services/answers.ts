@@ -6,8 +6,10 @@
 // The one staleness rule:
 //   an answer is kept only once it is final (its views derived and kept, its verdicts complete, no
 //   view waiting to be asked again: services/views.ts isFinal); it answers only for the same stored
-//   message (the caller reads the email's row first, on every read, so a delete on any node or an
-//   expiry is seen at once); and it is dropped when this node changes the message's kept views (a
+//   message (the caller reads the email's row first, so a delete on any node or an expiry is seen
+//   at once; a store whose every delete goes through this process, SQLite, counts its deletes, and
+//   while that count and the clock say nothing can have changed the row is not read again: `fresh`);
+//   and it is dropped when this node changes the message's kept views (a
 //   view asked again), deletes it, or sweeps it as expired. Verdicts never change once computed, and
 //   a first write of views or verdicts writes what the reader was already given.
 // Least recently used answers go first when the bytes run out, one at a time (never all at once).
@@ -19,10 +21,19 @@ export interface AnswerCacheStats {
 }
 
 export interface AnswerCache {
-  /** The kept answer of `face` for email `id` of message `messageKey`, else undefined (counted as a hit or a miss). */
-  get(face: string, id: string, messageKey: string): Buffer | undefined;
+  /**
+   * The kept answer of `face` for email `id` of message `messageKey`, else undefined (counted as a hit
+   * or a miss). `checked`: the store's deletions count the row was read at (Store.deletions).
+   */
+  get(face: string, id: string, messageKey: string, checked?: number): Buffer | undefined;
+  /**
+   * The kept answer of `face` for email `id` without its row: only while the store's deletions count
+   * is still `checked` (the one its row was last read at) and the email has not expired by `now`;
+   * a hit when it answers, else nothing is counted (the caller reads the row and asks `get`).
+   */
+  fresh(face: string, id: string, checked: number, now: number): Buffer | undefined;
   /** Keeps a final answer (one larger than an eighth of the cache is not kept). */
-  put(face: string, id: string, messageKey: string, expiresAt: number, answer: Buffer): void;
+  put(face: string, id: string, messageKey: string, expiresAt: number, answer: Buffer, checked?: number): void;
   /** Drops every answer of a message (its kept views changed: a view asked again). */
   forgetMessage(messageKey: string): void;
   /** Drops every answer of an email id (deleted). */
@@ -43,6 +54,8 @@ interface Entry {
   expiresAt: number;
   answer: Buffer;
   bytes: number;
+  /** The store's deletions count its row was last read at (undefined: read it on every read). */
+  checked: number | undefined;
 }
 
 export function createAnswerCache(maxBytes = ANSWER_CACHE_BYTES): AnswerCache {
@@ -68,7 +81,7 @@ export function createAnswerCache(maxBytes = ANSWER_CACHE_BYTES): AnswerCache {
   };
 
   return {
-    get(face, id, messageKey) {
+    get(face, id, messageKey, checked) {
       const k = keyOf(face, id);
       const e = entries.get(k);
       if (!e || e.messageKey !== messageKey) {
@@ -77,11 +90,21 @@ export function createAnswerCache(maxBytes = ANSWER_CACHE_BYTES): AnswerCache {
         return undefined;
       }
       hits++;
+      e.checked = checked;
       entries.delete(k);
       entries.set(k, e);
       return e.answer;
     },
-    put(face, id, messageKey, expiresAt, answer) {
+    fresh(face, id, checked, now) {
+      const k = keyOf(face, id);
+      const e = entries.get(k);
+      if (!e || e.checked !== checked || e.expiresAt <= now) return undefined;
+      hits++;
+      entries.delete(k);
+      entries.set(k, e);
+      return e.answer;
+    },
+    put(face, id, messageKey, expiresAt, answer, checked) {
       const k = keyOf(face, id);
       drop(k);
       const size = answer.byteLength + ANSWER_OVERHEAD_BYTES + 2 * (k.length + messageKey.length);
@@ -90,7 +113,7 @@ export function createAnswerCache(maxBytes = ANSWER_CACHE_BYTES): AnswerCache {
         if (bytes + size <= maxBytes) break;
         drop(old);
       }
-      entries.set(k, { messageKey, expiresAt, answer, bytes: size });
+      entries.set(k, { messageKey, expiresAt, answer, bytes: size, checked });
       bytes += size;
       faces.add(face);
       let set = byMessage.get(messageKey);

@@ -319,18 +319,28 @@ export interface EmailFace {
 /**
  * One email in full as `face` renders it: from the read model when it holds the final answer of the
  * stored message, else read (and derived when new) and rendered, and kept once final. The row is
- * read on every call (answers.ts: the one staleness rule).
+ * read on every call unless the store's deletions count says it cannot have changed (answers.ts:
+ * the one staleness rule).
  */
 export async function emailAnswer(core: Core, id: string, face: EmailFace, reader?: Reader): Promise<Buffer> {
-  const row = isUuid(id) ? await core.store.getEmail(id.toLowerCase(), core.clock.now()) : null;
+  if (!isUuid(id)) throw notFound(id);
+  const lower = id.toLowerCase();
+  const now = core.clock.now();
+  // (read before the row: a delete after it raises the count, so the next read reads the row again)
+  const checked = core.store.deletions?.();
+  if (checked !== undefined) {
+    const fresh = core.answers.fresh(face.name, lower, checked, now);
+    if (fresh) return fresh;
+  }
+  const row = await core.store.getEmail(lower, now);
   if (!row) throw notFound(id);
-  const kept = core.answers.get(face.name, row.id, row.messageKey);
+  const kept = core.answers.get(face.name, row.id, row.messageKey, checked);
   if (kept) return kept;
   const views = await core.views.get(row.messageKey, reader);
   if (!views) throw notFound(id);
   const verdicts = await core.authentication.get(row.messageKey, row.receivedAt);
   const answer = face.render(fullEmail(row, views, verdicts));
-  if (verdicts && core.views.isFinal(views)) core.answers.put(face.name, row.id, row.messageKey, row.expiresAt, answer);
+  if (verdicts && core.views.isFinal(views)) core.answers.put(face.name, row.id, row.messageKey, row.expiresAt, answer, checked);
   return answer;
 }
 

@@ -148,6 +148,9 @@ export function withReadCache(store: Store, options: ReadCacheOptions = {}): Sto
     get faults() {
       return store.faults;
     },
+    get deletions() {
+      return store.deletions;
+    },
     get cacheStats() {
       return { entries: entries.size, bytes };
     },

@@ -139,6 +139,14 @@ export interface MailRows {
    */
   matchText(ids: string[], needle: string, now: number): Promise<(boolean | null)[]>;
 
+  /**
+   * A count this store raises with every delete of emails it makes (one email, an inbox), when every
+   * such delete of its data goes through this process (SQLite: one service process per file); absent
+   * when others may delete (Redis: other nodes). The read model (services/answers.ts) answers a kept
+   * email without reading its row again while the count is the one it last read the row at.
+   */
+  readonly deletions?: () => number;
+
   /** Deletes one live email (its message too when no other row references it); false when it was missing. */
   deleteEmail(id: string, now: number): Promise<boolean>;
 

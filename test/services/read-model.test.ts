@@ -103,6 +103,31 @@ for (const [name, env] of backends) {
       assert.equal(core.answers.stats.misses, misses + 1, 'not answered from what was kept');
     });
 
+    test('an inbox purged: the next read of each of its emails is 404', async () => {
+      const address = `purge-${randomUUID().slice(0, 6)}@ephemail.test`;
+      const id = await readTwice(svc, address, 'to be purged');
+      const res = await svc.api(`/api/v1/inboxes/${encodeURIComponent(address)}/emails`, { method: 'DELETE' });
+      assert.equal(res.status, 200);
+      assert.equal(((await res.json()) as { data: { deleted: number } }).data.deleted, 1);
+      assert.equal((await svc.api(`/api/v1/emails/${id}`)).status, 404);
+    });
+
+    test('a delete through the store seam alone (as IMAP\'s EXPUNGE and POP3\'s DELE make): the next read is 404', async () => {
+      const id = await readTwice(svc, `seam-${randomUUID().slice(0, 6)}@ephemail.test`, 'deleted by the seam');
+      const core = svc.service.core;
+      assert.equal(await core.store.deleteEmail(id, core.clock.now()), true);
+      assert.equal((await svc.api(`/api/v1/emails/${id}`)).status, 404);
+    });
+
+    test('an expiry swept, then the clock set back: the swept email stays 404', async () => {
+      const id = await readTwice(svc, `swept-${randomUUID().slice(0, 6)}@ephemail.test`, 'to be swept');
+      const core = svc.service.core;
+      clock.move(3601_000);
+      assert.ok((await core.store.sweepExpired(core.clock.now())) >= 1);
+      clock.move(-3601_000);
+      assert.equal((await svc.api(`/api/v1/emails/${id}`)).status, 404);
+    });
+
     if (name === 'Redis') {
       test('another node\'s delete: the next read on this node is 404', async () => {
         const other = await startService(env!);

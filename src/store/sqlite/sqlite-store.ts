@@ -58,6 +58,8 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
   const last = db.prepare('SELECT max(id) AS id FROM emails').get() as { id: string | null };
   const ids = createIdGenerator(options.random ?? createSecureRandom(), last.id ?? undefined);
 
+  /** Raised by every delete of emails (Store.deletions): the read model's cue to read a row again. */
+  let deletions = 0;
   const q = {
     listNewest: db.prepare(`SELECT ${SUMMARY_COLS} FROM emails WHERE address = ? AND expires_at > ? ORDER BY id DESC LIMIT ?`),
     listBefore: db.prepare(`SELECT ${SUMMARY_COLS} FROM emails WHERE address = ? AND id < ? AND expires_at > ? ORDER BY id DESC LIMIT ?`),
@@ -184,10 +186,15 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
     putSearchText: (key, text) => writes.write({ kind: 'search', key, text }).then(() => undefined),
     readPart: (key, index) =>
       guard(() => bytes(q.partSize.get(key, index) as number | undefined, (at) => q.partChunk.get(at + 1, CHUNK, key, index) as Buffer | undefined)),
-    deleteEmail: (id, now) => guard(() => q.deleteEmail.run(id.toLowerCase(), now).changes > 0),
+    deletions: () => deletions,
+    deleteEmail: (id, now) => guard(() => {
+      deletions++;
+      return q.deleteEmail.run(id.toLowerCase(), now).changes > 0;
+    }),
     purgeInbox: (address, now) =>
       guard(() =>
         db.transaction(() => {
+          deletions++;
           const live = q.purgeLive.run(address, now).changes;
           q.purgeAll.run(address);
           return live;
@@ -199,6 +206,7 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
       const expired = await guard(() => q.anyExpired.get(now, now) !== undefined);
       for (; expired;) {
         const n = await writes.write({ kind: 'sweep', now, limit: SWEEP_BATCH } satisfies WriteJob);
+        if (n > 0) deletions++; // (expired rows: a clock set back must not find them kept)
         removed += n;
         if (n < SWEEP_BATCH) break;
       }
