@@ -102,6 +102,13 @@ const STUCK_MS = 60_000;
  */
 export const IDLE_STOP_MS = 10_000;
 /**
+ * A lane that has a worker starts another for a budgeted task (a read's derivation) only once every
+ * worker has been on its task this long, or the task has waited this long: a burst of short reads
+ * (a few ms each) is served by the workers there are, and only slow work (a heavy HTML check, a
+ * search over big mail) adds a thread, ~20-40 MB of RSS each (docs/architecture.md "Memory").
+ */
+export const GROW_AFTER_MS = 100;
+/**
  * V8's young generation of a worker, at most (MB): left alone it grows to 128 MB per thread under
  * load and is never given back; capped, a burst costs a few more scavenges (docs/architecture.md
  * "Memory"). The main thread's is capped by `--max-semi-space-size` (package.json `start`).
@@ -119,7 +126,8 @@ export const WORKER_OLD_MB = 96;
 export interface LaneOptions {
   /**
    * Most workers; default: one per core, at most 4. One starts with the first message; another
-   * whenever every running one already holds two messages (HTML-heavy mail keeps a core busy each).
+   * whenever every running one already holds two messages (HTML-heavy mail keeps a core busy each);
+   * for budgeted tasks, once every running one has been busy for GROW_AFTER_MS.
    */
   workers?: number;
   /** Warnings (a worker died, the pool fell back to the main thread). */
@@ -224,6 +232,22 @@ export function createLane(options: LaneOptions = {}): Lane {
   };
   /** Tasks with a budget wait here for a worker with nothing else to do. */
   let waiting: (() => void)[] = [];
+  /** How long a worker has been on its oldest task (ms; 0 when it has none). */
+  const busyFor = (s: Slot): number => {
+    const oldest = s.inflight.values().next().value;
+    return oldest ? Date.now() - oldest.since : 0;
+  };
+  /** One more worker in GROW_AFTER_MS if budgeted tasks are still waiting then (and there is room). */
+  let grower: ReturnType<typeof setTimeout> | null = null;
+  const growSoon = () => {
+    if (grower || closed) return;
+    grower = setTimeout(() => {
+      grower = null;
+      if (closed || broken || waiting.length === 0 || slots.length >= max || !slots.every((s) => s.ready)) return;
+      slots.push(spawnSlot()); // it wakes the waiting tasks once it is ready
+    }, GROW_AFTER_MS);
+    grower.unref();
+  };
 
   const wakeWaiting = () => {
     if (waiting.length === 0) return;
@@ -359,7 +383,10 @@ export function createLane(options: LaneOptions = {}): Lane {
         return slot;
       };
       let slot = pick();
-      if (!slot && budgeted && slots.length < max && slots.every((s) => s.ready)) slots.push(spawnSlot());
+      if (!slot && budgeted && slots.length < max && slots.every((s) => s.ready)) {
+        if (slots.length === 0 || slots.every((s) => busyFor(s) >= GROW_AFTER_MS)) slots.push(spawnSlot());
+        else growSoon();
+      }
       // `offThread` (verdicts: they wait on DNS): never on this thread while workers can start, but
       // sharing a worker with others
       if (!slot && (budgeted || opts.offThread)) {
@@ -390,6 +417,8 @@ export function createLane(options: LaneOptions = {}): Lane {
     },
     async close() {
       closed = true;
+      if (grower) clearTimeout(grower);
+      grower = null;
       if (watchdog) clearInterval(watchdog);
       watchdog = null;
       if (idler) clearInterval(idler);
