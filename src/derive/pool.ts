@@ -91,6 +91,8 @@ export interface RunOptions {
   keep?: boolean;
   /** A `view` task (`options.view`) on the input kept by this derivation, on its worker; HeldLostError when that worker is gone. */
   on?: Held;
+  /** (the lane's own: when a task waiting for a worker was first queued) */
+  queuedAt?: number;
 }
 
 /** A parse taking longer than this means the worker is stuck (a 30 MiB message parses in seconds). */
@@ -103,7 +105,7 @@ const STUCK_MS = 60_000;
 export const IDLE_STOP_MS = 10_000;
 /**
  * A lane that has a worker starts another for a budgeted task (a read's derivation) only once every
- * worker has been on its task this long, or the task has waited this long: a burst of short reads
+ * worker has been on its task this long, or a task has waited this long for one: a burst of short reads
  * (a few ms each) is served by the workers there are, and only slow work (a heavy HTML check, a
  * search over big mail) adds a thread, ~20-40 MB of RSS each (docs/architecture.md "Memory").
  */
@@ -230,22 +232,24 @@ export function createLane(options: LaneOptions = {}): Lane {
     watchdog = setInterval(look, 50);
     watchdog.unref();
   };
-  /** Tasks with a budget wait here for a worker with nothing else to do. */
-  let waiting: (() => void)[] = [];
+  /** Tasks with a budget wait here for a worker with nothing else to do (since: when first queued). */
+  let waiting: { since: number; go: () => void }[] = [];
   /** How long a worker has been on its oldest task (ms; 0 when it has none). */
   const busyFor = (s: Slot): number => {
     const oldest = s.inflight.values().next().value;
     return oldest ? Date.now() - oldest.since : 0;
   };
-  /** One more worker in GROW_AFTER_MS if budgeted tasks are still waiting then (and there is room). */
+  /** One more worker once a waiting task has waited GROW_AFTER_MS (and there is room then). */
   let grower: ReturnType<typeof setTimeout> | null = null;
+  const oldestWait = () => waiting.reduce((m, w) => Math.min(m, w.since), Infinity);
   const growSoon = () => {
-    if (grower || closed) return;
+    if (grower || closed || waiting.length === 0) return;
     grower = setTimeout(() => {
       grower = null;
       if (closed || broken || waiting.length === 0 || slots.length >= max || !slots.every((s) => s.ready)) return;
-      slots.push(spawnSlot()); // it wakes the waiting tasks once it is ready
-    }, GROW_AFTER_MS);
+      if (Date.now() - oldestWait() >= GROW_AFTER_MS) slots.push(spawnSlot()); // it wakes the waiting tasks once ready
+      else growSoon();
+    }, Math.max(1, oldestWait() + GROW_AFTER_MS - Date.now()));
     grower.unref();
   };
 
@@ -253,7 +257,7 @@ export function createLane(options: LaneOptions = {}): Lane {
     if (waiting.length === 0) return;
     const next = waiting;
     waiting = [];
-    for (const w of next) w();
+    for (const w of next) w.go();
   };
 
   const spawnSlot = (): Slot => {
@@ -340,7 +344,7 @@ export function createLane(options: LaneOptions = {}): Lane {
       unreserve(held);
       return Promise.reject(new HeldLostError(`the input of ${JSON.stringify(view)} is no longer kept (its worker is gone)`));
     }
-    if (slot.inflight.size > 0) return new Promise((resolve, reject) => waiting.push(() => runOn(held, opts).then(resolve, reject)));
+    if (slot.inflight.size > 0) return new Promise((resolve, reject) => waiting.push({ since: Date.now(), go: () => runOn(held, opts).then(resolve, reject) }));
     held.pending.delete(view);
     if (held.pending.size === 0) unreserve(held);
     const task: Task = { id: nextId++, op: 'view', raw: EMPTY, limits: { maxAttachmentBytes: 0, maxAttachments: 0 }, options: { ...opts.options, kept: held.id } };
@@ -383,17 +387,20 @@ export function createLane(options: LaneOptions = {}): Lane {
         return slot;
       };
       let slot = pick();
+      let grow = false;
       if (!slot && budgeted && slots.length < max && slots.every((s) => s.ready)) {
         if (slots.length === 0 || slots.every((s) => busyFor(s) >= GROW_AFTER_MS)) slots.push(spawnSlot());
-        else growSoon();
+        else grow = true;
       }
       // `offThread` (verdicts: they wait on DNS): never on this thread while workers can start, but
       // sharing a worker with others
       if (!slot && (budgeted || opts.offThread)) {
         // every worker is busy or still starting: wait for one (its budget starts when it is
         // dispatched). A budgeted task never runs on this thread while workers can start.
+        const queuedAt = opts.queuedAt ?? Date.now(); // (kept when it queues again after a wake-up)
         return new Promise((resolve, reject) => {
-          waiting.push(() => pool.run(op, raw, limits, opts).then(resolve as never, reject));
+          waiting.push({ since: queuedAt, go: () => pool.run(op, raw, limits, { ...opts, queuedAt }).then(resolve as never, reject) });
+          if (grow) growSoon();
         });
       }
       // until a worker is up (loading the parser takes a moment, longer through tsx) this thread works
@@ -427,7 +434,7 @@ export function createLane(options: LaneOptions = {}): Lane {
       slots = [];
       const queued = waiting;
       waiting = [];
-      for (const w of queued) w(); // closed: they run here
+      for (const w of queued) w.go(); // closed: they run here
       for (const s of all) for (const job of s.inflight.values()) job.reject(new Error('worker pool closed'));
       await Promise.all(all.map((s) => s.worker.terminate()));
     },

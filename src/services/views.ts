@@ -247,7 +247,9 @@ export function createViewService(store: MessageStore, limits: ParseLimits, log:
    * is given back, so a hung spamd never holds a derivation slot.
    */
   async function deriveInSlot(key: string): Promise<{ finish: () => Promise<MessageViews> } | null> {
-    pool.warm(slots); // derivations have begun: the next one finds its worker started, not starting
+    // derivations have begun: the next one finds a worker started, not starting (one: the lane starts
+    // another only for reads that wait, derive/pool.ts GROW_AFTER_MS, so short reads keep one thread)
+    pool.warm(1);
     const src = await store.readRaw(key);
     if (!src) return null;
     const raw = await collect(src.chunks, src.sizeBytes);
