@@ -2,6 +2,8 @@
 // (the profiles behind the figures in bench/README.md). Usage:
 //   node --import tsx bench/profile.ts [text|html|attachment|realistic] [messages]   SMTP ingest
 //   node --import tsx bench/profile.ts api [list|get] [seconds]             API reads with a key (as bench/api.ts)
+// BENCH_SCRIPT=<another checkout>/bin/ephemail.js profiles that build instead (a worktree of an older
+// commit, to compare where the time goes); PROF_DIR keeps the profiles there.
 import { readdirSync, readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +15,7 @@ import { cases } from './smtp.ts';
 
 const kind = process.argv[2] ?? 'text';
 const dir = process.env.PROF_DIR ?? mkdtempSync(join(tmpdir(), 'ephemail-prof-'));
-const svc = await startService({}, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] });
+const svc = await startService({}, { nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`], script: process.env.BENCH_SCRIPT });
 if (kind === 'api') {
   const what = process.argv[3] ?? 'get';
   const seconds = Number(process.argv[4] ?? 10);
