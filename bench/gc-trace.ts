@@ -6,7 +6,7 @@
 import { startService } from './lib.ts';
 import { cases, loadOnce } from './smtp.ts';
 const script = process.argv[2]; // default: this checkout's bin/ephemail.js
-const svc = await startService({}, { script, nodeArgs: ['--trace-gc', '--max-semi-space-size=4'] });
+const svc = await startService({}, { script, nodeArgs: ['--trace-gc', '--max-semi-space-size=4', ...(process.env.EXTRA_NODE_ARGS?.split(' ').filter(Boolean) ?? [])] });
 let text = '';
 let on = false;
 svc.child.stdout!.on('data', (d: Buffer) => {
