@@ -3,6 +3,7 @@
 // "(garbage collector)" share cannot tell apart. 500 messages of 50 KB HTML to warm up, then 6,000
 // counted (package.json start's --max-semi-space-size=4, as npm start runs):
 //   node --import tsx bench/gc-trace.ts [<checkout>/bin/ephemail.js]
+// EXTRA_NODE_ARGS adds V8 flags to the service's (e.g. EXTRA_NODE_ARGS=--initial-old-space-size=40).
 import { startService } from './lib.ts';
 import { cases, loadOnce } from './smtp.ts';
 const script = process.argv[2]; // default: this checkout's bin/ephemail.js
