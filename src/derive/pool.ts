@@ -285,7 +285,10 @@ export function createLane(options: LaneOptions = {}): Lane {
         if (!job) continue;
         lastBusy = Date.now();
         slot.inflight.delete(r.id);
-        if ('value' in r) job.resolve(r.value);
+        // a result that comes after its budget is over it, whether or not the watchdog (every 50 ms)
+        // saw it first: the same outcome however fast the worker or the machine
+        if ('value' in r && job.budgetMs !== undefined && lastBusy - job.since > job.budgetMs) job.reject(new BudgetExceededError('over its time budget'));
+        else if ('value' in r) job.resolve(r.value);
         else job.reject(new Error(`${label} worker: ${r.error}`));
       }
       wakeWaiting();
