@@ -34,10 +34,14 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A free loopback port whose cluster-bus port (+10000) is free too. */
+/**
+ * A free loopback port whose cluster-bus port (+10000) is free too, both below Linux's ephemeral range
+ * (32768 and up): a port found free there could be taken by any outgoing connection of a test running
+ * beside this one before redis-server binds it.
+ */
 export async function freePort(): Promise<number> {
   for (let i = 0; i < 200; i++) {
-    const port = 20000 + Math.floor(Math.random() * 20000);
+    const port = 20000 + Math.floor(Math.random() * 2700);
     if ((await portFree(port)) && (await portFree(port + 10000))) return port;
   }
   throw new Error('no free port');
@@ -59,9 +63,27 @@ export interface RedisProcess {
   stop(): Promise<void>;
 }
 
-/** A private redis-server; with `appendfsync: 'always'` every acknowledged write is on disk. */
+/**
+ * A private redis-server; with `appendfsync: 'always'` every acknowledged write is on disk. A server
+ * that exits before it answers (its port taken meanwhile by another test's) is started again on
+ * another port, up to three times.
+ */
 export async function startRedis(options: { appendfsync?: 'always' | 'everysec'; extra?: string[] } = {}): Promise<RedisProcess> {
-  const port = await freePort();
+  for (let attempt = 1; ; attempt++) {
+    const proc = redisOn(await freePort(), options);
+    try {
+      await proc.start();
+      return proc;
+    } catch (err) {
+      await proc.stop();
+      if (attempt >= 3 || !(err instanceof ExitedEarly)) throw err;
+    }
+  }
+}
+
+class ExitedEarly extends Error {}
+
+function redisOn(port: number, options: { appendfsync?: 'always' | 'everysec'; extra?: string[] }): RedisProcess {
   const dir = mkdtempSync(join(tmpdir(), 'ephemail-redis-'));
   let child: ChildProcess | null = null;
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--daemonize', 'no', '--protected-mode', 'yes', '--loglevel', 'warning',
@@ -75,7 +97,8 @@ export async function startRedis(options: { appendfsync?: 'always' | 'everysec';
       child = c;
       children.add(c);
       c.once('exit', () => children.delete(c));
-      await waitFor(`redis-server :${port}`, async () => cli(port, 'PING').stdout.trim() === 'PONG');
+      await waitFor(`redis-server :${port}`, async () => c.exitCode !== null || c.signalCode !== null || cli(port, 'PING').stdout.trim() === 'PONG');
+      if (c.exitCode !== null || c.signalCode !== null) throw new ExitedEarly(`redis-server :${port} exited (${c.exitCode ?? c.signalCode}) before it answered`);
     },
     async kill() {
       const c = child;
@@ -90,7 +113,6 @@ export async function startRedis(options: { appendfsync?: 'always' | 'everysec';
       rmSync(dir, { recursive: true, force: true });
     },
   };
-  await proc.start();
   return proc;
 }
 
