@@ -234,13 +234,15 @@ interface DetailRow<K extends EmailViewName> {
 }
 const detailRow = <K extends EmailViewName>(_name: K, r: DetailRow<K>) => r;
 
-const LANGUAGE_NAMES = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' });
-
-/** "French (fr)" for a language code (BCP 47, as the `language` view gives it); the code alone when it has no English name. */
+/**
+ * "French (fr)" for a language code (BCP 47, as the `language` view gives it); the code alone when it
+ * has no English name. The names are made per call (~10 µs), never at load: a DisplayNames made when
+ * the module loaded mapped 4.4 MB of ICU's data into every service's RSS, page or no page.
+ */
 export function languageName(code: string): string {
   let name: string | undefined;
   try {
-    name = LANGUAGE_NAMES.of(code);
+    name = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' }).of(code);
   } catch {
     name = undefined; // not a well-formed code
   }
