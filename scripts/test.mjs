@@ -191,7 +191,7 @@ const solo = files.filter((f) => SOLO.some((re) => re.test(f)));
 // The slowest files first (as measured in a whole run, slowest first), the others after them by name:
 // files run CONCURRENCY at a time, and a long file started near the end would run on alone.
 const SLOW_FIRST = [
-  'e2e/soak', 'bench/bench-smoke', 'redis/failover', 'push/webhooks', 'http/events-order', 'client/python', 'http/openapi-wire',
+  'e2e/soak', 'e2e/big-headers', 'bench/bench-smoke', 'redis/failover', 'push/webhooks', 'http/events-order', 'client/python', 'http/openapi-wire',
   'client/cli', 'web/layout', 'web/pages', 'examples/readme', 'http/wait', 'security/load', 'imap/limits',
   'web/hostile', 'bench/bench-redis-smoke', 'e2e/lifecycle', 'push/fanout', 'mcp/conformance', 'security/mime',
   'faults/faults', 'e2e/corpus', 'e2e/verification', 'redis/push-nodes', 'services/views', 'cli/pack',
