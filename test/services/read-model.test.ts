@@ -119,6 +119,20 @@ for (const [name, env] of backends) {
       assert.equal((await svc.api(`/api/v1/emails/${id}`)).status, 404);
     });
 
+    test('a delete that removes nothing (an unknown id, an empty inbox) keeps what was kept: the next read is still answered from it', async () => {
+      const address = `keep-${randomUUID().slice(0, 6)}@ephemail.test`;
+      const id = await readTwice(svc, address, 'kept through a 404');
+      const core = svc.service.core;
+      const before = core.store.deletions?.();
+      assert.equal((await svc.api(`/api/v1/emails/${randomUUID()}`, { method: 'DELETE' })).status, 404);
+      const empty = await svc.api(`/api/v1/inboxes/${encodeURIComponent(`none-${randomUUID().slice(0, 6)}@ephemail.test`)}/emails`, { method: 'DELETE' });
+      assert.equal(((await empty.json()) as { data: { deleted: number } }).data.deleted, 0);
+      assert.equal(core.store.deletions?.(), before, 'the store\'s deletions count did not move');
+      const hits = core.answers.stats.hits;
+      assert.equal((await svc.api(`/api/v1/emails/${id}`)).status, 200);
+      assert.equal(core.answers.stats.hits, hits + 1, 'answered by the read model');
+    });
+
     test('an expiry swept, then the clock set back: the swept email stays 404', async () => {
       const id = await readTwice(svc, `swept-${randomUUID().slice(0, 6)}@ephemail.test`, 'to be swept');
       const core = svc.service.core;

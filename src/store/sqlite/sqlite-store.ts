@@ -187,16 +187,17 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
     readPart: (key, index) =>
       guard(() => bytes(q.partSize.get(key, index) as number | undefined, (at) => q.partChunk.get(at + 1, CHUNK, key, index) as Buffer | undefined)),
     deletions: () => deletions,
+    // the count moves only when a row went: a delete of an unknown id (a 404) keeps every answer
     deleteEmail: (id, now) => guard(() => {
-      deletions++;
-      return q.deleteEmail.run(id.toLowerCase(), now).changes > 0;
+      const gone = q.deleteEmail.run(id.toLowerCase(), now).changes > 0;
+      if (gone) deletions++;
+      return gone;
     }),
     purgeInbox: (address, now) =>
       guard(() =>
         db.transaction(() => {
-          deletions++;
           const live = q.purgeLive.run(address, now).changes;
-          q.purgeAll.run(address);
+          if (live + q.purgeAll.run(address).changes > 0) deletions++;
           return live;
         })(),
       ),
