@@ -14,6 +14,7 @@ import { buildApp, type HttpTimeouts, type Mount } from './http/app.ts';
 import { webhookEventJson } from './http/schemas/wire.ts';
 import { createMemoryLimiter } from './limiter/memory.ts';
 import { createMetrics, timedStore } from './metrics.ts';
+import { startIdleCompaction } from './idle-compact.ts';
 import { createSecureRandom } from './random.ts';
 import type { Core } from './services/core.ts';
 import { createDomainRegistry } from './services/domains.ts';
@@ -165,6 +166,7 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
   }
 
   let sweeper: NodeJS.Timeout | null = null;
+  let stopCompaction: (() => void) | null = null;
   let stopped: Promise<void> | null = null;
 
   return {
@@ -203,11 +205,13 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
         mailPorts.pop3 = a.port;
       }
       log.info({ ...urls, public_url: core.baseUrl(), store: redactStoreUrl(config.store), domains: domains.active() }, 'ephemail started');
+      stopCompaction = startIdleCompaction({ onCollect: () => metrics?.idleCollections.inc() });
       return urls;
     },
     stop() {
       stopped ??= (async () => {
         if (sweeper) clearInterval(sweeper);
+        stopCompaction?.();
         domains.stop();
         const smtpClosed = smtp.close(); // stop accepting; transactions in flight finish
         const mailClosed = Promise.all([imap?.close(), pop3?.close()]);

@@ -27,6 +27,7 @@ export interface Metrics {
   webhookQueued: Counter;
   /** Webhook events not queued, by the fan-out limit that dropped them (message_limit, key_pending, hook_pending). */
   webhookDropped: Counter<'reason'>;
+  idleCollections: Counter;
   /** IMAP and POP3 sessions opened (docs/imap.md). */
   mailSessions: Counter<'protocol'>;
   /** IMAP and POP3 commands, by protocol and command name (known names only). */
@@ -75,6 +76,7 @@ export function createMetrics(): Metrics {
     webhookQueued: new Counter({ name: 'ephemail_webhook_events_queued_total', help: 'Webhook events queued (each is one delivery, with its retries)', registers: [registry] }),
     mailSessions: new Counter({ name: 'ephemail_mail_access_sessions_total', help: 'IMAP and POP3 sessions opened', labelNames: ['protocol'], registers: [registry] }),
     mailCommands: new Counter({ name: 'ephemail_mail_access_commands_total', help: 'IMAP and POP3 commands by name (unknown names as OTHER)', labelNames: ['protocol', 'command'], registers: [registry] }),
+    idleCollections: new Counter({ name: 'ephemail_idle_collections_total', help: 'Full heap collections run because the process was quiet (src/idle-compact.ts)', registers: [registry] }),
     webhookDropped: new Counter({ name: 'ephemail_webhook_events_dropped_total', help: 'Webhook events not queued, by the fan-out limit that dropped them (message_limit, key_pending, hook_pending)', labelNames: ['reason'], registers: [registry] }),
     watch(name, help, read) {
       new Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
