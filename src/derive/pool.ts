@@ -287,9 +287,9 @@ export function createLane(options: LaneOptions = {}): Lane {
         slot.inflight.delete(r.id);
         // a result that comes after its budget is over it, whether or not the watchdog (every 50 ms)
         // saw it first: the same outcome however fast the worker or the machine
-        if ('value' in r && job.budgetMs !== undefined && lastBusy - job.since > job.budgetMs) job.reject(new BudgetExceededError('over its time budget'));
-        else if ('value' in r) job.resolve(r.value);
-        else job.reject(new Error(`${label} worker: ${r.error}`));
+        if (!('value' in r)) job.reject(new Error(`${label} worker: ${r.error}`));
+        else if (job.budgetMs !== undefined && lastBusy - job.since > job.budgetMs) job.reject(new BudgetExceededError('over its time budget'));
+        else job.resolve(r.value);
       }
       wakeWaiting();
     });

@@ -196,8 +196,10 @@ export function createSqliteStore(path: string, options: { random?: RandomSource
     purgeInbox: (address, now) =>
       guard(() =>
         db.transaction(() => {
+          // the live rows are the answer; expired ones not yet swept go too (and move the count alike)
           const live = q.purgeLive.run(address, now).changes;
-          if (live + q.purgeAll.run(address).changes > 0) deletions++;
+          const expired = q.purgeAll.run(address).changes;
+          if (live + expired > 0) deletions++;
           return live;
         })(),
       ),
