@@ -3,11 +3,9 @@
 // process's RSS by less than 64 MB; before, each read kept 1.9 MB while it was counted as ~2 KB. A
 // real `ephemail serve` process (its RSS read from /proc), real SMTP and HTTP.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readdirSync, readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { spawnServe, type Served } from '../helpers/serve.ts';
+import { procStatusBytes, spawnServe, type Served } from '../helpers/serve.ts';
 import { sendRaw } from '../helpers/smtp.ts';
 import { until } from '../helpers/time.ts';
 
@@ -16,22 +14,16 @@ const HEADER_BYTES = 1_900_000;
 const MB = 1024 * 1024;
 
 let served: Served;
-let dir: string;
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'ephemail-big-headers-'));
   served = await spawnServe({
-    EPHEMAIL_STORE: `sqlite:${join(dir, 'e.db')}`,
     EPHEMAIL_LOG_LEVEL: 'warn',
     EPHEMAIL_LIMIT_ANON_PER_MINUTE: '100000',
     EPHEMAIL_LIMIT_ANON_PER_DAY: '100000',
     EPHEMAIL_LIMIT_SMTP_PER_IP_PER_MINUTE: '100000',
     EPHEMAIL_LIMIT_SMTP_PER_ADDRESS_PER_MINUTE: '100000',
-  }, { ready: 'health', name: 'big-headers' });
+  }, { ready: 'health', name: 'big-headers', tempSqlite: 'e.db' });
 });
-after(() => {
-  served?.child.kill('SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => served?.stop());
 
 /** The service's worker threads (Node names each one's OS thread `WorkerThread`). */
 const workerThreads = () =>
@@ -42,7 +34,7 @@ const workerThreads = () =>
       return false; // the thread ended meanwhile
     }
   }).length;
-const rss = () => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${served.child.pid}/status`, 'latin1'))![1]) * 1024;
+const rss = () => procStatusBytes(served.child.pid!, 'VmRSS');
 
 /** A message whose header block is about HEADER_BYTES: many `X-Trace-N` fields, folded at 76 characters. */
 function bigHeaders(n: number): string {

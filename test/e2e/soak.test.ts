@@ -6,8 +6,7 @@
 // destructor); CI runs this on Node 24 and on Node 22. EPHEMAIL_SOAK_SECONDS sets how long (60 by
 // default; the release check runs it for 600).
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import nodemailer from 'nodemailer';
@@ -19,23 +18,17 @@ const SECONDS = Number(process.env.EPHEMAIL_SOAK_SECONDS || 60);
 const FIXTURES = resolve(import.meta.dirname, '../fixtures/mail');
 const fixtures = readdirSync(FIXTURES).filter((f) => f.endsWith('.eml')).map((f) => readFileSync(join(FIXTURES, f)));
 
-let dir: string;
 let svc: Served;
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'ephemail-soak-'));
   svc = await spawnServe({
-    EPHEMAIL_STORE: `sqlite:${join(dir, 'soak.db')}`,
     EPHEMAIL_LOG_LEVEL: 'info',
     EPHEMAIL_LIMIT_ANON_PER_MINUTE: '1000000',
     EPHEMAIL_LIMIT_ANON_PER_DAY: '10000000',
     EPHEMAIL_LIMIT_KEY_PER_MINUTE: '1000000',
     EPHEMAIL_LIMIT_KEY_PER_DAY: '10000000',
-  });
+  }, { tempSqlite: 'soak.db' });
 });
-after(() => {
-  svc?.child.kill('SIGKILL');
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+after(() => svc?.stop());
 
 function html(n: number): string {
   const rows = Array.from({ length: 30 }, (_, i) => `<tr><td style="padding:4px">Item ${i}</td><td><a href="https://shop.example/p/${n}/${i}">view</a></td></tr>`).join('');

@@ -3,10 +3,11 @@
 // `ephemail started` line named the bound addresses (ports 0), or, for a process whose log level hides
 // that line (the benchmarks run at `warn`), the first 200 of /api/v1/health on two free ports chosen
 // here. Killed with SIGKILL when the test or benchmark process exits.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
@@ -31,6 +32,8 @@ export interface Served {
   logs: Record<string, unknown>[];
   /** Everything written to stdout and stderr so far. */
   output(): string;
+  /** Kills the process (SIGKILL) and removes the store `tempSqlite` made; safe to call twice. */
+  stop(): void;
 }
 
 export interface ServeOptions {
@@ -47,9 +50,20 @@ export interface ServeOptions {
   inheritEnv?: boolean;
   /** 'log' (default): the start line; 'health': the health endpoint on ports chosen here. */
   ready?: 'log' | 'health';
+  /**
+   * A SQLite file of this name in a temporary directory made here (EPHEMAIL_STORE, unless `env`
+   * names one), removed by `stop()`.
+   */
+  tempSqlite?: string;
 }
 
-/** A free TCP port on 127.0.0.1 (bound then released). */
+/** A value of the process's /proc/<pid>/status (`VmRSS`, `VmHWM`: kB there), in bytes. */
+export function procStatusBytes(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+  if (!m) throw new Error(`/proc/${pid}/status has no ${field}`);
+  return Number(m[1]) * 1024;
+}
+
 /**
  * The Node options `npm start` runs the service with (package.json's `start` script: the young
  * generation's cap), so a spawned service is the one users run.
@@ -61,6 +75,7 @@ export const START_ENV: Record<string, string> = Object.fromEntries(
   START_WORDS.filter((w) => /^[A-Z_]+=/.test(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
 );
 
+/** A free TCP port on 127.0.0.1 (bound then released). */
 export function freePort(): Promise<number> {
   return new Promise((res, rej) => {
     const s = createServer();
@@ -80,7 +95,10 @@ export async function spawnServe(env: Record<string, string>, options: ServeOpti
   // IMAP and POP3 on free ports too: a second node on this host must not find 1143/1110 taken
   const ports = { ...(byHealth ? { EPHEMAIL_HTTP_PORT: String(await freePort()), EPHEMAIL_SMTP_PORT: String(await freePort()) } : { EPHEMAIL_HTTP_PORT: '0', EPHEMAIL_SMTP_PORT: '0' }), EPHEMAIL_IMAP_PORT: '0', EPHEMAIL_POP3_PORT: '0' };
   // EPHEMAIL_DNS_SERVERS: no spawned service asks the outside (authentication checks; test/helpers/service.ts NO_DNS)
-  const fullEnv: Record<string, string | undefined> = { ...START_ENV, ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_DNS_SERVERS: '127.0.0.1:1', ...env };
+  const storeDir = options.tempSqlite ? mkdtempSync(join(tmpdir(), `ephemail-${name}-`)) : null;
+  const removeStore = () => storeDir && rmSync(storeDir, { recursive: true, force: true });
+  const store = storeDir ? { EPHEMAIL_STORE: `sqlite:${join(storeDir, options.tempSqlite!)}` } : {};
+  const fullEnv: Record<string, string | undefined> = { ...START_ENV, ...base, ...ports, EPHEMAIL_LOG_LEVEL: 'info', EPHEMAIL_DNS_SERVERS: '127.0.0.1:1', ...store, ...env };
   const spawned = performance.now();
   const child = spawn(process.execPath, [...(options.nodeArgs ?? START_NODE_ARGS), options.script ?? BIN, ...(options.args ?? ['serve'])], {
     cwd: options.cwd ?? ROOT,
@@ -138,10 +156,16 @@ export async function spawnServe(env: Record<string, string>, options: ServeOpti
     startLine = await started;
   } catch (err) {
     child.kill('SIGKILL');
+    removeStore();
     throw err;
   }
   const startMs = performance.now() - spawned;
   const http = byHealth ? `http://127.0.0.1:${fullEnv.EPHEMAIL_HTTP_PORT}` : String(startLine.http);
   const smtp = byHealth ? `127.0.0.1:${fullEnv.EPHEMAIL_SMTP_PORT}` : String(startLine.smtp);
-  return { child, http, smtp, httpPort: Number(http.split(':').pop()), smtpPort: Number(smtp.split(':').pop()), startMs, startLine, logs, output: () => out };
+  return { child, http, smtp, httpPort: Number(http.split(':').pop()), smtpPort: Number(smtp.split(':').pop()), startMs, startLine, logs, output: () => out,
+    stop() {
+      child.kill('SIGKILL');
+      removeStore();
+    },
+  };
 }

@@ -2,7 +2,7 @@
 // long-polls at once. Memory stays bounded (measured from /proc and reported), the service keeps
 // answering, the connection over the global cap gets 421, and SIGTERM answers every held poll.
 import assert from 'node:assert/strict';
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,12 +10,13 @@ import { after, test } from 'node:test';
 import { spawnService, type ServiceProcess } from './process.ts';
 import { message, sendRaw } from '../helpers/smtp.ts';
 import { metric } from '../helpers/metrics.ts';
+import { procStatusBytes } from '../helpers/serve.ts';
 import { until } from '../helpers/time.ts';
 
 const D = 'ephemail.test';
 const IDLE_SMTP = 1000;
 const HELD_POLLS = 5000;
-const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+const rssMiB = (pid: number) => procStatusBytes(pid, 'VmRSS') / (1024 * 1024);
 
 let svc: ServiceProcess | null = null;
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-load-'));

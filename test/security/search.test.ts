@@ -4,36 +4,27 @@
 // read by someone else does not queue behind anonymous searches). docs/security.md, "Body search".
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { spawnServe, type Served } from '../helpers/serve.ts';
 import { sendRaw, message } from '../helpers/smtp.ts';
 import { until } from '../helpers/time.ts';
 
 let served: Served;
-let dir: string;
 let key: string;
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'ephemail-search-'));
   served = await spawnServe({
-    EPHEMAIL_STORE: `sqlite:${join(dir, 'search.db')}`,
     EPHEMAIL_LOG_LEVEL: 'warn',
     EPHEMAIL_LIMIT_ANON_PER_MINUTE: '1000000',
     EPHEMAIL_LIMIT_ANON_PER_DAY: '10000000',
     EPHEMAIL_LIMIT_KEY_PER_MINUTE: '1000000',
     EPHEMAIL_LIMIT_KEY_PER_DAY: '10000000',
     EPHEMAIL_TRUST_PROXY: 'true', // loopback names the client in X-Forwarded-For: two networks from here
-  }, { ready: 'health', name: 'search' });
+  }, { ready: 'health', name: 'search', tempSqlite: 'search.db' });
   const res = await fetch(`${served.http}/api/v1/keys`, { method: 'POST' });
   assert.equal(res.status, 201);
   key = (await res.json()).data.api_key;
 });
-after(() => {
-  served?.child.kill('SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => served?.stop());
 
 const api = (path: string, init: RequestInit = {}) => fetch(`${served.http}${path}`, init);
 const withKey = () => ({ headers: { authorization: `Bearer ${key}` } });

@@ -4,10 +4,10 @@
 // `ephemail serve` process (its RSS read from /proc) and a real socket; the 256 MiB come from a
 // generator, never held here.
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
-import { spawnServe, type Served } from '../helpers/serve.ts';
+import { procStatusBytes, spawnServe, type Served } from '../helpers/serve.ts';
 import { startService } from '../helpers/service.ts';
 import { SmtpClient } from '../helpers/smtp.ts';
 
@@ -24,7 +24,7 @@ after(() => {
 });
 
 const pid = () => served.child.pid!;
-const status = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid()}/status`, 'latin1'))![1]) * 1024;
+const status = (field: 'VmRSS' | 'VmHWM') => procStatusBytes(pid(), field);
 
 /** Peak RSS from now on: the kernel's high-water mark reset (clear_refs 5), and samples as a fallback. */
 function watchRss(): () => number {
