@@ -25,6 +25,48 @@ const CRLF = 0x0a;
 /** The Content-Description a cut part carries; the derivation counts such parts as dropped attachments. */
 export const REMOVED_MARK = 'ephemail: part removed (over the attachment size limit)';
 
+/** The Latin-1 characters String.prototype.trim removes (white space and line terminators). */
+const trimmable = (c: number) => c === 0x20 || (c >= 0x09 && c <= 0x0d) || c === 0xa0;
+const CONTENT_DASH = 'content-';
+const byteIndexOf = Uint8Array.prototype.indexOf;
+
+/**
+ * The lines of the header block [start, end) that may be `Content-*` fields, as Latin-1 strings,
+ * exactly as `.replace(/\r?\n[ \t]+/g, ' ')` then `.split(/\r?\n/)` over the whole block would give
+ * them (folds joined by one space, one CR before each break dropped); every other line is passed over
+ * at the byte level, never decoded. A line is kept when its first characters after what `trim()`
+ * removes are `content-` in any case (no other Latin-1 character lowercases to ASCII).
+ */
+function contentLines(buf: Buffer, start: number, end: number): string[] {
+  const out: string[] = [];
+  let at = start;
+  while (at < end) {
+    // the line ends at the first LF that no SP or HTAB follows (within the block)
+    let nl = at;
+    for (;;) {
+      nl = byteIndexOf.call(buf, CRLF, nl); // (V8's own search: Buffer's goes through C++ for each line)
+      if (nl < 0 || nl >= end) {
+        nl = end;
+        break;
+      }
+      const next = buf[nl + 1];
+      if (nl + 1 < end && (next === 0x20 || next === 0x09)) nl++;
+      else break;
+    }
+    const lineEnd = nl < end && nl > at && buf[nl - 1] === 0x0d ? nl - 1 : nl;
+    let c = at;
+    while (c < lineEnd && trimmable(buf[c])) c++;
+    let named = lineEnd - c >= CONTENT_DASH.length;
+    for (let i = 0; named && i < CONTENT_DASH.length; i++) {
+      const want = CONTENT_DASH.charCodeAt(i);
+      named = want === 0x2d ? buf[c + i] === want : (buf[c + i] | 0x20) === want;
+    }
+    if (named) out.push(buf.toString('latin1', at, lineEnd).replace(/\r?\n[ \t]+/g, ' '));
+    at = nl + 1;
+  }
+  return out;
+}
+
 /** Finds the end of the header block of the entity at [start, end) and the two headers that matter. */
 function readHead(buf: Buffer, start: number, end: number): Head {
   let i = start;
@@ -49,10 +91,9 @@ function readHead(buf: Buffer, start: number, end: number): Head {
     }
   }
   if (bodyStart - start > MAX_HEAD) return { bodyStart, boundary: null, encoding: 'other' };
-  const head = buf.toString('latin1', start, bodyStart).replace(/\r?\n[ \t]+/g, ' ');
   let boundary: string | null = null;
   let encoding: Head['encoding'] = 'other';
-  for (const line of head.split(/\r?\n/)) {
+  for (const line of contentLines(buf, start, bodyStart)) {
     const colon = line.indexOf(':');
     if (colon < 0) continue;
     const name = line.slice(0, colon).trim().toLowerCase();
@@ -191,13 +232,14 @@ const SIMPLE_MAX_LEAVES = 32;
 /** Content-Type and Content-Disposition of one header block; null when either appears twice or is odd. */
 function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; disposition: string; boundary: string | null; removed: boolean; charset: string; delsp: boolean } | null {
   if (bodyStart - start > MAX_HEAD) return null;
-  const head = buf.toString('latin1', start, bodyStart).replace(/\r?\n[ \t]+/g, ' ');
   let type: string | null = null;
   let disposition: string | null = null;
   let boundary: string | null = null;
   let charset = '';
   let delsp = false;
-  for (const line of head.split(/\r?\n/)) {
+  let removed = false;
+  for (const line of contentLines(buf, start, bodyStart)) {
+    if (line.includes(REMOVED_MARK)) removed = true; // (a Content-Description this file wrote)
     const colon = line.indexOf(':');
     if (colon < 0) continue;
     const name = line.slice(0, colon).trim().toLowerCase();
@@ -216,7 +258,7 @@ function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; 
       disposition = value.split(';')[0].trim().toLowerCase();
     }
   }
-  return { type: type ?? 'text/plain', disposition: disposition ?? '', boundary, removed: head.includes(REMOVED_MARK), charset, delsp };
+  return { type: type ?? 'text/plain', disposition: disposition ?? '', boundary, removed, charset, delsp };
 }
 
 /** Whether [start, end) holds anything but white space. */

@@ -1,13 +1,14 @@
 // The summary at ingest: the fast path (top header block only, for mail whose every part is inline
 // text) must give exactly what the full parse gives, on every real-world message we have.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import PostalMime, { decodeWords } from 'postal-mime';
 import { leavesSearchText, searchTextOf } from '../../src/derive/search-text.ts';
 import { fastSummary, summarize } from '../../src/derive/summary.ts';
-import { simpleLeaves } from '../../src/domain/mime-cut.ts';
+import { REMOVED_MARK, simpleLeaves } from '../../src/domain/mime-cut.ts';
 import { toWire } from '../helpers/smtp.ts';
 import { CORPUS, corpusMissing } from '../helpers/corpus.ts';
 
@@ -79,4 +80,26 @@ test('fast summary = full parse (search text included) on every shared-corpus an
   assert.ok(all.length >= 222, `${all.length} messages`);
   const fast = await sameAsFullParse(all, t);
   assert.ok(fast > 60, `the fast path serves the plain majority (${fast} of ${all.length})`);
+});
+
+test('fast summary = full parse on header lines the byte scan must read as the full parse does (folds, case, look-alike names, the removed mark elsewhere)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'ephemail-summary-'));
+  try {
+    const messages = {
+      // the mark this service writes into a cut part's Content-Description, here only in a Subject: nothing was cut
+      'mark-in-subject.eml': `From: a@example.org\r\nSubject: ${REMOVED_MARK}\r\nContent-Type: text/plain\r\n\r\nbody one\r\n`,
+      // Content-Type folded, in capitals, after look-alike fields that are not it
+      'folded.eml': 'From: a@example.org\r\nX-Content-Type: image/png\r\nContent-Typed: image/png\r\nCONTENT-TYPE:\r\n multipart/alternative;\r\n\tboundary="b1"\r\n\r\n--b1\r\nContent-Type: text/plain;\r\n charset=utf-8\r\n\r\nplain\r\n--b1\r\ncontent-type: text/html\r\n\r\n<p>html</p>\r\n--b1--\r\n',
+      // an attachment whose Content-Disposition is folded onto its own continuation line
+      'folded-disposition.eml': 'From: a@example.org\r\nContent-Type: multipart/mixed; boundary=b2\r\n\r\n--b2\r\nContent-Type: text/plain\r\n\r\nhi\r\n--b2\r\nContent-Type: application/pdf\r\nContent-Disposition:\r\n attachment; filename=a.pdf\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0=\r\n--b2--\r\n',
+    };
+    const paths = Object.entries(messages).map(([name, text]) => {
+      const p = join(dir, name);
+      writeFileSync(p, text, 'latin1');
+      return p;
+    });
+    assert.equal(await sameAsFullParse(paths, t), paths.length, 'each takes the fast path');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
