@@ -11,13 +11,17 @@
 // written elsewhere must be seen at once (a long-poll is woken for them), so over a store shared
 // across processes (Redis) lists and rows are read through and only keys are cached.
 //
-// Bounded by bytes (an estimate of what each entry holds); the oldest entries go first.
+// Bounded by bytes, counted as an upper bound of what each entry holds: its strings come from the
+// backend's rows (better-sqlite3 makes each one a flat string of its own, never a slice of a larger
+// one), counted at two bytes a character (V8 stores them in one or two), and a fixed 256 bytes per
+// row covers the object, its string headers and its boxed times (test/store/read-cache.test.ts
+// checks the count against the heap the pages take). The oldest entries go first.
 import type { EmailSummary } from '../domain/summary.ts';
 import type { KeyRecord } from './keys.ts';
 import type { ListQuery, Store, StoredEmail } from './store.ts';
 
 export interface ReadCacheOptions {
-  /** Bytes held at most (estimated: two per character plus a fixed overhead per entry). Default 32 MiB. */
+  /** Bytes held at most (counted as an upper bound: two per character plus a fixed overhead per row). Default 32 MiB. */
   maxBytes?: number;
   /** How long an entry answers at most. Default 250 ms. */
   maxAgeMs?: number;
@@ -42,8 +46,10 @@ interface Entry {
   bytes: number;
 }
 
-const summaryBytes = (r: EmailSummary) => ENTRY_OVERHEAD + 2 * (r.id.length + r.address.length + r.sender.length + r.subject.length + (r.mailedBy?.length ?? 0));
-const keyBytes = (k: KeyRecord) => ENTRY_OVERHEAD + 2 * (k.hash.length + k.prefix.length + k.label.length + (k.contactEmail?.length ?? 0));
+/** A list row's (or key record's) fixed cost: the object, its string headers, its boxed times (~220 bytes measured on Node 24), with room. */
+const ROW_OVERHEAD = 256;
+const summaryBytes = (r: EmailSummary) => ROW_OVERHEAD + 2 * (r.id.length + r.address.length + r.sender.length + r.subject.length + (r.mailedBy?.length ?? 0));
+const keyBytes = (k: KeyRecord) => ROW_OVERHEAD + 2 * (k.hash.length + k.prefix.length + k.label.length + (k.contactEmail?.length ?? 0));
 const listKey = (address: string, q: ListQuery) =>
   `l ${address} ${q.since ? `s${q.since.toLowerCase()}` : q.before ? `b${q.before.toLowerCase()}` : ''} ${q.limit}`;
 

@@ -3,6 +3,8 @@
 // over a store shared across processes. The shared mail and key suites run it too (test/conformance).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { withReadCache } from '../../src/store/read-cache.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import type { KeyRecord } from '../../src/store/keys.ts';
@@ -151,6 +153,34 @@ test('bounded by bytes: lists of 1,000-character subjects never hold more than t
     assert.ok(entries >= 10 && entries < 60, `${entries} lists held: the oldest went first`);
     // the newest list is still answered from memory, the oldest is read again and answers right
     assert.equal((await store.listEmails(addresses[0], { limit: 20 }, now)).length, 20);
+  } finally {
+    await store.close();
+  }
+});
+
+test('bounded by what it really holds: the bytes it counts for list pages are at least the heap they take', async () => {
+  // the collector, reached as src/idle-compact.ts reaches it (no --expose-gc needed)
+  setFlagsFromString('--expose-gc');
+  const gc = runInNewContext('gc') as () => void;
+  const store = withReadCache(createSqliteStore(':memory:'), { maxBytes: 1024 * 1024 * 1024, clock: () => 0 });
+  try {
+    const now = Date.now();
+    // short fields (the fixed cost of a row dominates) and the usual ones
+    const addresses = Array.from({ length: 400 }, () => inbox());
+    for (const [i, a] of addresses.entries()) {
+      const over = i % 2 ? { sender: '', subject: '', mailedBy: null } : { sender: 'Sender <news@sender.example>', subject: 'Your code is 123456' };
+      await store.addEmails(Array.from({ length: 25 }, () => newEmail(a, { ...over, expiresAt: now + HOUR })));
+    }
+    const pages: unknown[] = [];
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    for (const a of addresses) pages.push(await store.listEmails(a, { limit: 25 }, now));
+    gc();
+    const held = process.memoryUsage().heapUsed - before;
+    const { bytes, entries } = store.cacheStats;
+    assert.equal(entries, addresses.length);
+    assert.ok(bytes >= held, `${bytes} bytes counted for ${entries} pages of 25 rows that take ${held} bytes of heap`);
+    assert.equal(pages.length, addresses.length);
   } finally {
     await store.close();
   }
