@@ -1,6 +1,6 @@
 // SMTP faults on SQLite: one table (migration 6) in the store's file, on the main connection. A use
 // (takeFault) is a BEGIN IMMEDIATE transaction, so it never races the writer thread; an address
-// without rules costs one indexed read and no transaction. A revoked key's rules never apply: the
+// without rules costs one indexed read and no transaction, and none at all while no rule is stored. A revoked key's rules never apply: the
 // queries that pick a rule skip any whose key is revoked in api_keys (same file, same transaction).
 import type Database from 'better-sqlite3';
 import type { AddFaultResult, FaultFilter, FaultRule, FaultStage, FaultStore } from '../faults.ts';
@@ -35,6 +35,7 @@ export function createSqliteFaults(db: Database.Database, guard: <T>(fn: () => T
     use: db.prepare('UPDATE smtp_faults SET remaining = remaining - 1 WHERE id = ? AND remaining > 0'),
     anyData: db.prepare(`SELECT 1 FROM smtp_faults WHERE address = ? AND stage = 'data' AND ${LIVE} LIMIT 1`).pluck(),
     expire: db.prepare('DELETE FROM smtp_faults WHERE expires_at <= ?'),
+    countAll: db.prepare('SELECT count(*) FROM smtp_faults').pluck(),
   };
   const add = db.transaction((r: FaultRule, maxPerAddress: number, maxPerKey: number, now: number): AddFaultResult => {
     if ((q.countAddress.get(r.address, r.keyHash, now) as number) >= maxPerAddress) return 'address_full';
@@ -47,22 +48,36 @@ export function createSqliteFaults(db: Database.Database, guard: <T>(fn: () => T
     if (row && row.remaining !== null) q.use.run(row.id);
     return { rule: row ? toRule(row) : null, dataRules: q.anyData.get(address, now) === 1 };
   });
+  /**
+   * Rules stored (live or not yet swept), counted again after every write that adds or removes one
+   * (this process is the only one that writes them to the file): with none, a recipient asks the
+   * database nothing.
+   */
+  let stored = q.countAll.get() as number;
+  const recount = <T>(run: () => T): T => {
+    try {
+      return run();
+    } finally {
+      stored = q.countAll.get() as number;
+    }
+  };
   return {
-    addFault: (r, a, k, now) => guard(() => add.immediate(r, a, k, now)),
+    addFault: (r, a, k, now) => guard(() => recount(() => add.immediate(r, a, k, now))),
     listFaults: (address, keyHash, now) => guard(() => (q.list.all(address, keyHash, now) as Row[]).map(toRule)),
-    clearFaults: (address, keyHash) => guard(() => q.clear.run(address, keyHash).changes),
-    deleteFault: (address, keyHash, id) => guard(() => q.del.run(address, keyHash, id).changes > 0),
+    clearFaults: (address, keyHash) => guard(() => recount(() => q.clear.run(address, keyHash).changes)),
+    deleteFault: (address, keyHash, id) => guard(() => recount(() => q.del.run(address, keyHash, id).changes > 0)),
     findFaults: (f: FaultFilter, now) => guard(() => {
       const rows = f.address !== undefined && f.keyHash !== undefined ? q.list.all(f.address, f.keyHash, now)
         : f.address !== undefined ? q.ofAddress.all(f.address, now) : q.ofKey.all(f.keyHash, now);
       return (rows as Row[]).map(toRule);
     }),
-    removeFaults: (f: FaultFilter) => guard(() => (f.address !== undefined && f.keyHash !== undefined ? q.clear.run(f.address, f.keyHash)
-      : f.address !== undefined ? q.clearAddress.run(f.address) : q.clearKey.run(f.keyHash)).changes),
+    removeFaults: (f: FaultFilter) => guard(() => recount(() => (f.address !== undefined && f.keyHash !== undefined ? q.clear.run(f.address, f.keyHash)
+      : f.address !== undefined ? q.clearAddress.run(f.address) : q.clearKey.run(f.keyHash)).changes)),
     takeFault: (address, stage, now) => guard(() => {
-      if (q.any.get(address, now) !== 1) return { rule: null, dataRules: false }; // the usual case: no transaction
+      // the usual cases: no rule stored at all (no read), none for this address (one read, no transaction)
+      if (stored === 0 || q.any.get(address, now) !== 1) return { rule: null, dataRules: false };
       return take.immediate(address, stage, now);
     }),
-    expireFaults: (now) => q.expire.run(now).changes,
+    expireFaults: (now) => recount(() => q.expire.run(now).changes),
   };
 }
