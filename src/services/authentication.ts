@@ -58,6 +58,8 @@ export interface AuthenticationService {
   /** Resolves once no verdict is computing or waiting (tests, shutdown). */
   idle(): Promise<void>;
   readonly waiting: number;
+  /** Whether scheduleMessage takes a new message now (else it is dropped: the queue is full; a read asks again). */
+  readonly accepting: boolean;
   /** Starts the worker ahead of the first message (called once the service listens). */
   warm(): void;
   close(): Promise<void>;
@@ -217,6 +219,9 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
     idle: () => (queue.running === 0 && writing === 0 && queue.waiting === 0 ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
     get waiting() {
       return queue.waiting;
+    },
+    get accepting() {
+      return !closed && known.size < MAX_WAITING + MAX_RUNNING;
     },
     warm: () => pool.warm(),
     async close() {

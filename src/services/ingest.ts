@@ -49,14 +49,17 @@ export async function ingest(core: Core, message: MessageSummary, recipients: st
   const { raw, sender, subject, hasAttachments } = message;
   // no search text: it is made on the first search that meets the message (services/views.ts searchText)
   const emails: NewEmail[] = [...new Set(recipients)].map((address) => ({ address, sender, subject, hasAttachments, mailedBy, receivedAt, expiresAt, raw, envelope }));
-  // what the verdicts read, taken before the store may hand the bytes on (only signed mail needs its body)
-  const checked = envelope ? verdictsInput(raw) : null;
+  // what the verdicts read, a copy of its own (only signed mail needs its body): the store takes the
+  // received bytes over (they move to its writer thread), so none of them waits here for the verdicts;
+  // none made while the verdicts' queue is full (a read asks for them later)
+  const input = envelope && core.authentication.accepting ? verdictsInput(raw) : null;
+  const checked = input === raw ? new Uint8Array(raw) : input;
   // the mail and its webhook events in one write, before the 250: both stored or neither
   const stored = await core.webhooks.addWithEvents(emails, (events) => core.store.addEmails(emails, events));
   for (const s of stored) {
     core.bus.publish(s.address, s.id).catch((err) => core.log.warn({ err }, 'wake-up publish failed; held polls will see the mail at their deadline'));
   }
-  // the bytes in hand: the verdicts never read the message back (unless it was handed on to the store)
+  // the bytes in hand: the verdicts never read the message back
   if (envelope && checked && stored.length) core.authentication.scheduleMessage(stored[0].messageKey, checked, envelope);
   return stored;
 }

@@ -197,6 +197,7 @@ export function createDataPhase(options: DataPhaseOptions): { onData(stream: SMT
         const raw = Buffer.allocUnsafeSlow(size);
         let at = 0;
         for (const c of chunks) at += c.copy(raw, at);
+        chunks = []; // (the socket's buffers go now: the budget is held until the reply, by `held`)
         const recipients = session.envelope.rcptTo.map((r) => parseAddress(r.address)!.address);
         const mailFrom = session.envelope.mailFrom;
         const mailedBy = mailedByOf(mailFrom ? mailFrom.address : null);

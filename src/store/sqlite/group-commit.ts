@@ -143,15 +143,16 @@ export function groupCommit(db: Database.Database, path: string | null): GroupCo
     if (writer && writerReady && !writerDead && db.open) {
       inFlight = { seq: ++seq, jobs };
       let bytes = 0;
-      // a message's bytes that own their buffer move to the writer (no copy: the caller is done
-      // with them once they are handed to the store); others are copied once, however many rows
+      // a message's bytes that own their buffer move to the writer, whatever their size (no copy:
+      // the caller is done with them once they are handed to the store, and nothing of them then
+      // waits on this thread for a collection); others are copied once, however many rows
       const transfer = new Set<ArrayBuffer>();
       for (const p of jobs) {
         if (p.job.kind === 'add') {
           for (const m of p.job.messages) {
             bytes += m[1].byteLength;
             const b = m[1].buffer;
-            if (b instanceof ArrayBuffer && m[1].byteOffset === 0 && m[1].byteLength === b.byteLength && b.byteLength > 64 * 1024) transfer.add(b);
+            if (b instanceof ArrayBuffer && m[1].byteOffset === 0 && m[1].byteLength === b.byteLength && b.byteLength > 0) transfer.add(b);
           }
         } else if (p.job.kind === 'views') for (const part of p.job.parts) bytes += part.byteLength;
       }
