@@ -177,7 +177,7 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
   const schedule = (key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }) => {
     if (closed || known.has(key) || known.size >= MAX_WAITING + MAX_RUNNING) return;
     known.add(key);
-    // bytes handed on meanwhile (a large message goes to the store's writer thread) read as empty
+    // ingest gives a copy of its own; bytes that read as empty (handed on elsewhere) are read back
     let held = given?.raw && given.raw.byteLength > 0 && heldBytes + given.raw.byteLength <= MAX_HELD_BYTES ? given.raw : null;
     if (held) heldBytes += held.byteLength;
     const release = () => {
