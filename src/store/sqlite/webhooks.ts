@@ -1,12 +1,13 @@
 // Webhooks on SQLite: registrations, the delivery queue and the attempt log in the store's file,
 // written on the main connection (small rows; synchronous=FULL, so enqueue is durable when it
 // returns), except new mail's events: the writer inserts them in the mail's own transaction
-// (write-ops.ts, the same caps as enqueue here). One process owns the file, so a lease is only a flag: at start every lease is dropped.
+// (write-ops.ts; both queue through event-queue.ts: one rule for the caps). One process owns the file, so a lease is only a flag: at start every lease is dropped.
 // An email's event body is one row of webhook_payloads, freed by a trigger with its last job.
 // Transactions that read before they write (counts against a cap, the due jobs) begin IMMEDIATE: a
 // deferred one would read a snapshot, and its first write fails with SQLITE_BUSY at once (not after
 // busy_timeout) when the writer thread committed mail in between.
 import type Database from 'better-sqlite3';
+import { eventQueue } from './event-queue.ts';
 import {
   ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type AddResult, type DeliveryAttempt, type DeliveryJob, type DroppedJob, type EventBody, type NewDeliveryJob,
   type PendingCaps, type WebhookRecord, type WebhookStore,
@@ -40,10 +41,6 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     delJobs: db.prepare('DELETE FROM webhook_jobs WHERE webhook_id = ?'),
     byTarget: db.prepare('SELECT * FROM webhooks WHERE target = ?'),
     countAll: db.prepare('SELECT count(*) FROM webhooks').pluck(),
-    jobExists: db.prepare('SELECT 1 FROM webhook_jobs WHERE id = ?').pluck(),
-    pendingByKey: db.prepare('SELECT count(*) FROM webhook_jobs WHERE key_hash = ?').pluck(),
-    enqueue: db.prepare('INSERT INTO webhook_jobs (id, webhook_id, key_hash, email_id, attempts, due_at, leased, expires_at) VALUES (?, ?, ?, ?, 0, ?, 0, ?)'),
-    putBody: db.prepare('INSERT OR IGNORE INTO webhook_payloads (email_id, payload, expires_at) VALUES (?, ?, ?)'),
     due: db.prepare(`SELECT j.*, coalesce(p.payload, '') AS payload FROM webhook_jobs j LEFT JOIN webhook_payloads p ON p.email_id = j.email_id
       WHERE j.due_at <= ? AND j.expires_at > ? AND j.key_hash NOT IN (SELECT value FROM json_each(?)) ORDER BY j.due_at ASC LIMIT ?`),
     anyDue: db.prepare('SELECT 1 FROM webhook_jobs WHERE due_at <= ? AND expires_at > ? LIMIT 1').pluck(),
@@ -71,29 +68,15 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     q.delJobs.run(id);
     return true;
   });
+  const queueEvents = eventQueue(db);
   const enqueue = db.transaction((bodies: EventBody[], jobs: NewDeliveryJob[], caps: PendingCaps): DroppedJob[] => {
-    const byHook = new Map<string, number>();
-    const byKey = new Map<string, number>();
-    const used = new Set<string>();
     const dropped: DroppedJob[] = [];
-    for (const j of jobs) {
-      if (q.jobExists.get(j.id) !== undefined) continue;
-      const h = byHook.get(j.webhookId) ?? (q.pending.get(j.webhookId) as number);
-      if (h >= caps.perHook) {
-        dropped.push({ job: j, reason: 'hook_pending' });
-        continue;
-      }
-      const k = byKey.get(j.keyHash) ?? (q.pendingByKey.get(j.keyHash) as number);
-      if (k >= caps.perKey) {
-        dropped.push({ job: j, reason: 'key_pending' });
-        continue;
-      }
-      q.enqueue.run(j.id, j.webhookId, j.keyHash, j.emailId, j.dueAt, j.expiresAt);
-      byHook.set(j.webhookId, h + 1);
-      byKey.set(j.keyHash, k + 1);
-      used.add(j.emailId);
-    }
-    for (const b of bodies) if (used.has(b.emailId)) q.putBody.run(b.emailId, b.payload, b.expiresAt);
+    queueEvents(
+      jobs.map((j) => [j.id, j.webhookId, j.keyHash, j.emailId, j.dueAt, j.expiresAt]),
+      bodies.map((b) => [b.emailId, b.payload, b.expiresAt]),
+      caps,
+      (pos, reason) => void dropped.push({ job: jobs[pos], reason }),
+    );
     return dropped;
   });
   const claim = db.transaction((now: number, leaseMs: number, max: number, fair?: FairClaim): DeliveryJob[] => {

@@ -2,13 +2,14 @@
 // runs again write by write, each in a transaction of its own: it fails alone, all or none). Used by the writer thread (writer.ts) and by the main thread
 // when it commits itself (`:memory:`, or until the thread is up): group-commit.ts.
 import type Database from 'better-sqlite3';
+import { eventQueue, type EventBodyRow, type EventRefusal, type EventRow } from './event-queue.ts';
 
 /** One write: it fails alone, all or none (see makeOps: one transaction per batch, write by write after a failure). */
 export type WriteJob =
   /**
    * New mail: each message once ([key, raw, expiresAt, search text if any]), then its rows
-   * (SQL.insertEmail parameters). A raw message over 64 KiB that owns its buffer is moved to the
-   * writer thread: do not use it after.
+   * (SQL.insertEmail parameters). A raw message that owns its buffer is moved to the writer
+   * thread: do not use it after.
    */
   | { kind: 'add'; messages: [string, Uint8Array, number, (string | null)?, (string | null)?][]; emails: unknown[][]; events?: AddEvents }
   /** The authentication verdicts of a message; 0 when it is gone. */
@@ -26,25 +27,17 @@ export type WriteJob =
  * the caps [perKey, perHook].
  */
 export interface AddEvents {
-  jobs: [string, string, string, string, number, number][];
-  bodies: [string, string, number][];
+  jobs: EventRow[];
+  bodies: EventBodyRow[];
   caps: [number, number];
 }
 
 /** A job a cap refused: its position in AddEvents.jobs and why. */
-export type Refusal = [number, 'hook_pending' | 'key_pending'];
+export type Refusal = [number, EventRefusal];
 
 /** A write's outcome: its count (and, for new mail, the events refused), or the error that rolled it back. */
 export type Outcome = { value: number; refused?: Refusal[] } | { error: { message: string; code?: string } };
 
-/** The webhook queue's statements the mail's transaction runs (sqlite/webhooks.ts enqueue does the same). */
-const EVENT_SQL = {
-  jobExists: 'SELECT 1 FROM webhook_jobs WHERE id = ?',
-  pendingByHook: 'SELECT count(*) FROM webhook_jobs WHERE webhook_id = ?',
-  pendingByKey: 'SELECT count(*) FROM webhook_jobs WHERE key_hash = ?',
-  enqueue: 'INSERT INTO webhook_jobs (id, webhook_id, key_hash, email_id, attempts, due_at, leased, expires_at) VALUES (?, ?, ?, ?, 0, ?, 0, ?)',
-  putBody: 'INSERT OR IGNORE INTO webhook_payloads (email_id, payload, expires_at) VALUES (?, ?, ?)',
-};
 /** Runs writes in one transaction; throws only when the whole transaction failed (rolled back). */
 export type Batch = (jobs: WriteJob[]) => Outcome[];
 
@@ -59,35 +52,12 @@ export function makeOps(db: Database.Database, sql: Readonly<Record<string, stri
   const st: Record<string, Database.Statement> = {};
   for (const k of Object.keys(sql)) st[k] = db.prepare(sql[k]);
   // prepared on first use: a writer that never sees a webhook event never prepares them
-  let ev: Record<keyof typeof EVENT_SQL, Database.Statement> | null = null;
+  let queue: ReturnType<typeof eventQueue> | null = null;
   const buf = (u: Uint8Array) => Buffer.from(u.buffer, u.byteOffset, u.byteLength);
   /** Queues the events of new mail under the caps, in the current transaction; returns the refused. */
   const queueEvents = (e: AddEvents): Refusal[] => {
-    if (!ev) {
-      const made = {} as Record<keyof typeof EVENT_SQL, Database.Statement>;
-      for (const k of Object.keys(EVENT_SQL) as (keyof typeof EVENT_SQL)[]) made[k] = db.prepare(EVENT_SQL[k]);
-      made.jobExists.pluck();
-      made.pendingByHook.pluck();
-      made.pendingByKey.pluck();
-      ev = made;
-    }
-    const q = ev;
-    const byHook = new Map<string, number>();
-    const byKey = new Map<string, number>();
-    const used = new Set<string>();
     const refused: Refusal[] = [];
-    e.jobs.forEach(([id, hook, key, email, due, exp], pos) => {
-      if (q.jobExists.get(id) !== undefined) return;
-      const h = byHook.get(hook) ?? (q.pendingByHook.get(hook) as number);
-      if (h >= e.caps[1]) return void refused.push([pos, 'hook_pending']);
-      const k = byKey.get(key) ?? (q.pendingByKey.get(key) as number);
-      if (k >= e.caps[0]) return void refused.push([pos, 'key_pending']);
-      q.enqueue.run(id, hook, key, email, due, exp);
-      byHook.set(hook, h + 1);
-      byKey.set(key, k + 1);
-      used.add(email);
-    });
-    for (const b of e.bodies) if (used.has(b[0])) q.putBody.run(b[0], b[1], b[2]);
+    (queue ??= eventQueue(db))(e.jobs, e.bodies, { perKey: e.caps[0], perHook: e.caps[1] }, (pos, why) => void refused.push([pos, why]));
     return refused;
   };
   let refused: Refusal[] | undefined;
