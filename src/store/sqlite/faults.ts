@@ -3,6 +3,7 @@
 // without rules costs one indexed read and no transaction, and none at all while no rule is stored. A revoked key's rules never apply: the
 // queries that pick a rule skip any whose key is revoked in api_keys (same file, same transaction).
 import type Database from 'better-sqlite3';
+import { keptCount } from './kept-count.ts';
 import type { AddFaultResult, FaultFilter, FaultRule, FaultStage, FaultStore } from '../faults.ts';
 
 interface Row {
@@ -48,19 +49,9 @@ export function createSqliteFaults(db: Database.Database, guard: <T>(fn: () => T
     if (row && row.remaining !== null) q.use.run(row.id);
     return { rule: row ? toRule(row) : null, dataRules: q.anyData.get(address, now) === 1 };
   });
-  /**
-   * Rules stored (live or not yet swept), counted again after every write that adds or removes one
-   * (this process is the only one that writes them to the file): with none, a recipient asks the
-   * database nothing.
-   */
-  let stored = q.countAll.get() as number;
-  const recount = <T>(run: () => T): T => {
-    try {
-      return run();
-    } finally {
-      stored = q.countAll.get() as number;
-    }
-  };
+  /** Rules stored (live or not yet swept): with none, a recipient asks the database nothing. */
+  const stored = keptCount(() => q.countAll.get() as number);
+  const recount = <T>(write: () => T): T => stored.after(write);
   return {
     addFault: (r, a, k, now) => guard(() => recount(() => add.immediate(r, a, k, now))),
     listFaults: (address, keyHash, now) => guard(() => (q.list.all(address, keyHash, now) as Row[]).map(toRule)),
@@ -75,7 +66,7 @@ export function createSqliteFaults(db: Database.Database, guard: <T>(fn: () => T
       : f.address !== undefined ? q.clearAddress.run(f.address) : q.clearKey.run(f.keyHash)).changes)),
     takeFault: (address, stage, now) => guard(() => {
       // the usual cases: no rule stored at all (no read), none for this address (one read, no transaction)
-      if (stored === 0 || q.any.get(address, now) !== 1) return { rule: null, dataRules: false };
+      if (stored.value === 0 || q.any.get(address, now) !== 1) return { rule: null, dataRules: false };
       return take.immediate(address, stage, now);
     }),
     expireFaults: (now) => recount(() => q.expire.run(now).changes),

@@ -8,6 +8,7 @@
 // busy_timeout) when the writer thread committed mail in between.
 import type Database from 'better-sqlite3';
 import { eventQueue } from './event-queue.ts';
+import { keptCount } from './kept-count.ts';
 import {
   ATTEMPTS_KEPT, ATTEMPTS_TTL_MS, type AddResult, type DeliveryAttempt, type DeliveryJob, type DroppedJob, type EventBody, type NewDeliveryJob,
   type PendingCaps, type WebhookRecord, type WebhookStore,
@@ -112,18 +113,9 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
   });
   const sweepBatch = db.transaction((now: number) => q.sweepJobs.run(now, SWEEP_BATCH).changes);
 
-  /**
-   * Webhooks registered, counted again after every registration and removal (this process is the
-   * only one that writes them to the file): with none, new mail asks the database nothing.
-   */
-  let registered = q.countAll.get() as number;
-  const recount = <T>(run: () => T): T => {
-    try {
-      return run();
-    } finally {
-      registered = q.countAll.get() as number;
-    }
-  };
+  /** Webhooks registered: with none, new mail asks the database nothing. */
+  const registered = keptCount(() => q.countAll.get() as number);
+  const recount = <T>(write: () => T): T => registered.after(write);
 
   return {
     addWebhook: (h, caps) => guard(() => recount(() => add.immediate(h, caps))),
@@ -133,7 +125,7 @@ export function createSqliteWebhooks(db: Database.Database, guard: <T>(fn: () =>
     }),
     listWebhooks: (keyHash) => guard(() => (q.byKey.all(keyHash) as HookRow[]).map(toHook)),
     deleteWebhook: (keyHash, id) => guard(() => recount(() => remove.immediate(keyHash, id))),
-    matching: (targets) => (registered === 0 ? Promise.resolve([]) : guard(() => targets.flatMap((t) => (q.byTarget.all(t) as HookRow[]).map(toHook)))),
+    matching: (targets) => (registered.value === 0 ? Promise.resolve([]) : guard(() => targets.flatMap((t) => (q.byTarget.all(t) as HookRow[]).map(toHook)))),
     enqueue: (bodies, jobs, caps) => guard(() => (jobs.length ? enqueue.immediate(bodies, jobs, caps) : [])),
     // a poll that finds nothing due takes no write lock (it would wait for the writer thread's commits)
     claim: (now, leaseMs, max, fair) => guard(() => (q.anyDue.get(now, now) === undefined ? [] : claim.immediate(now, leaseMs, max, fair))),
