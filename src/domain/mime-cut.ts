@@ -19,6 +19,8 @@ interface Head {
   bodyStart: number;
   boundary: string | null;
   encoding: 'base64' | 'quoted-printable' | 'other';
+  /** The block's `Content-*` lines (`contentLines`), null when the block is over MAX_HEAD. */
+  lines: string[] | null;
 }
 
 const CRLF = 0x0a;
@@ -90,10 +92,11 @@ function readHead(buf: Buffer, start: number, end: number): Head {
       i = next;
     }
   }
-  if (bodyStart - start > MAX_HEAD) return { bodyStart, boundary: null, encoding: 'other' };
+  if (bodyStart - start > MAX_HEAD) return { bodyStart, boundary: null, encoding: 'other', lines: null };
   let boundary: string | null = null;
   let encoding: Head['encoding'] = 'other';
-  for (const line of contentLines(buf, start, bodyStart)) {
+  const lines = contentLines(buf, start, bodyStart);
+  for (const line of lines) {
     const colon = line.indexOf(':');
     if (colon < 0) continue;
     const name = line.slice(0, colon).trim().toLowerCase();
@@ -106,7 +109,7 @@ function readHead(buf: Buffer, start: number, end: number): Head {
       encoding = v === 'base64' || v === 'quoted-printable' ? v : 'other';
     }
   }
-  return { bodyStart, boundary, encoding };
+  return { bodyStart, boundary, encoding, lines };
 }
 
 /** Decoded size of a body: base64 counts its alphabet, quoted-printable its escapes; others are as long as written. */
@@ -229,16 +232,19 @@ const TYPE_RE = /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/;
 const SIMPLE_MAX_DEPTH = 8;
 const SIMPLE_MAX_LEAVES = 32;
 
-/** Content-Type and Content-Disposition of one header block; null when either appears twice or is odd. */
-function typeOf(buf: Buffer, start: number, bodyStart: number): { type: string; disposition: string; boundary: string | null; removed: boolean; charset: string; delsp: boolean } | null {
-  if (bodyStart - start > MAX_HEAD) return null;
+/**
+ * Content-Type and Content-Disposition of one header block, from the `Content-*` lines `readHead` read
+ * (null there when the block is over MAX_HEAD); null when either appears twice or is odd.
+ */
+function typeOf(lines: string[] | null): { type: string; disposition: string; boundary: string | null; removed: boolean; charset: string; delsp: boolean } | null {
+  if (lines === null) return null;
   let type: string | null = null;
   let disposition: string | null = null;
   let boundary: string | null = null;
   let charset = '';
   let delsp = false;
   let removed = false;
-  for (const line of contentLines(buf, start, bodyStart)) {
+  for (const line of lines) {
     if (line.includes(REMOVED_MARK)) removed = true; // (a Content-Description this file wrote)
     const colon = line.indexOf(':');
     if (colon < 0) continue;
@@ -280,8 +286,8 @@ export function simpleLeaves(raw: Uint8Array): Leaf[] | null {
   const leaves: Leaf[] = [];
   let alternatives = 0;
   const walk = (start: number, end: number, depth: number, alternative: number): boolean => {
-    const { bodyStart, encoding } = readHead(buf, start, end);
-    const t = typeOf(buf, start, bodyStart);
+    const { bodyStart, encoding, lines } = readHead(buf, start, end);
+    const t = typeOf(lines);
     if (!t) return false;
     if (t.type.startsWith('multipart/')) {
       if (!t.boundary || depth >= SIMPLE_MAX_DEPTH || t.type === 'multipart/digest') return false;

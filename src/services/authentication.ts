@@ -60,6 +60,8 @@ export interface AuthenticationService {
   readonly waiting: number;
   /** Whether scheduleMessage takes a new message now (else it is dropped: the queue is full; a read asks again). */
   readonly accepting: boolean;
+  /** Whether scheduleMessage would keep `bytes` given bytes now (else it reads the message back when its turn comes). */
+  holds(bytes: number): boolean;
   /** Starts the worker ahead of the first message (called once the service listens). */
   warm(): void;
   close(): Promise<void>;
@@ -174,11 +176,15 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       });
   }
 
+  /** The queue takes no new message (`accepting` is its negation). */
+  const full = () => closed || known.size >= MAX_WAITING + MAX_RUNNING;
+  /** Given bytes this long are kept until the worker takes them (`holds`). */
+  const fits = (bytes: number) => bytes > 0 && heldBytes + bytes <= MAX_HELD_BYTES;
   const schedule = (key: string, given?: { envelope: MessageEnvelope; raw: Uint8Array | null }) => {
-    if (closed || known.has(key) || known.size >= MAX_WAITING + MAX_RUNNING) return;
+    if (known.has(key) || full()) return;
     known.add(key);
     // ingest gives a copy of its own; bytes that read as empty (handed on elsewhere) are read back
-    let held = given?.raw && given.raw.byteLength > 0 && heldBytes + given.raw.byteLength <= MAX_HELD_BYTES ? given.raw : null;
+    let held = given?.raw && fits(given.raw.byteLength) ? given.raw : null;
     if (held) heldBytes += held.byteLength;
     const release = () => {
       if (held) heldBytes -= held.byteLength;
@@ -221,8 +227,9 @@ export function createAuthenticationService(store: MailStore, limits: ParseLimit
       return queue.waiting;
     },
     get accepting() {
-      return !closed && known.size < MAX_WAITING + MAX_RUNNING;
+      return !full();
     },
+    holds: fits,
     warm: () => pool.warm(),
     async close() {
       closed = true;

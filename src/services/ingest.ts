@@ -51,9 +51,10 @@ export async function ingest(core: Core, message: MessageSummary, recipients: st
   const emails: NewEmail[] = [...new Set(recipients)].map((address) => ({ address, sender, subject, hasAttachments, mailedBy, receivedAt, expiresAt, raw, envelope }));
   // what the verdicts read, a copy of its own (only signed mail needs its body): the store takes the
   // received bytes over (they move to its writer thread), so none of them waits here for the verdicts;
-  // none made while the verdicts' queue is full (a read asks for them later)
+  // none made while the verdicts' queue is full (a read asks for them later), and none of signed mail
+  // they would not hold (over their byte budget: they read it back from the store when its turn comes)
   const input = envelope && core.authentication.accepting ? verdictsInput(raw) : null;
-  const checked = input === raw ? new Uint8Array(raw) : input;
+  const checked = input !== raw ? input : core.authentication.holds(raw.byteLength) ? new Uint8Array(raw) : new Uint8Array(0);
   // the mail and its webhook events in one write, before the 250: both stored or neither
   const stored = await core.webhooks.addWithEvents(emails, (events) => core.store.addEmails(emails, events));
   for (const s of stored) {

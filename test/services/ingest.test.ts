@@ -19,7 +19,7 @@ function fakeCore() {
     store: { addEmails: async (emails: NewEmail[]) => (added.push(emails), emails.map((e, i) => ({ ...e, id: `e${i}`, messageKey: 'k1' }))) },
     webhooks: { addWithEvents: (_emails: unknown, add: () => Promise<unknown>) => add() },
     bus: { publish: async () => undefined },
-    authentication: { accepting: true, scheduleMessage: (key: string) => void scheduled.push(key) },
+    authentication: { accepting: true, holds: () => true, scheduleMessage: (key: string) => void scheduled.push(key) },
   };
   return { core, lane, added, scheduled, ingest: createIngest(core as never) };
 }
