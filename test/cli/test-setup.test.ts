@@ -5,23 +5,15 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
+import { freePort } from '../helpers/serve.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const script = resolve(root, 'scripts/test.mjs');
 
-function freePort(): Promise<number> {
-  return new Promise((done) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => done(port));
-    });
-  });
-}
 function answers(port: number): Promise<boolean> {
   return new Promise((done) => {
     const s = createConnection({ host: '127.0.0.1', port });

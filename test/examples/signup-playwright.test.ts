@@ -3,19 +3,11 @@
 // code over a real ephemail (npm start's entry) and sees "verified".
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { test } from 'node:test';
+import { freePort } from '../helpers/serve.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const freePort = () => new Promise<number>((r) => {
-  const s = createServer();
-  s.listen(0, '127.0.0.1', () => {
-    const { port } = s.address() as { port: number };
-    s.close(() => r(port));
-  });
-});
-
 test('examples/signup-playwright passes', { timeout: 180_000 }, async () => {
   const [http, smtp, app] = [await freePort(), await freePort(), await freePort()];
   const child = spawn(resolve(ROOT, 'node_modules/.bin/playwright'), ['test', '-c', 'examples/signup-playwright/playwright.config.ts'], {

@@ -75,16 +75,23 @@ export const START_ENV: Record<string, string> = Object.fromEntries(
   START_WORDS.filter((w) => /^[A-Z_]+=/.test(w)).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]),
 );
 
-/** A free TCP port on 127.0.0.1 (bound then released). */
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => res(port));
+/**
+ * A free TCP port on 127.0.0.1 (bound then released), chosen from 23000-29999: below Linux's ephemeral
+ * range (32768 and up), where a port the kernel handed out and took back (`listen(0)`) may go to the
+ * next `listen(0)` or outgoing connection of a test running beside this one before the process meant
+ * to bind it does; and apart from the Redis servers' (test/redis/servers.ts: 20000-22699, +10000).
+ */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = 23000 + Math.floor(Math.random() * 7000);
+    const free = await new Promise<boolean>((res) => {
+      const s = createServer();
+      s.once('error', () => res(false));
+      s.listen(port, '127.0.0.1', () => s.close(() => res(true)));
     });
-  });
+    if (free) return port;
+  }
+  throw new Error('no free port in 23000-29999');
 }
 
 export async function spawnServe(env: Record<string, string>, options: ServeOptions = {}): Promise<Served> {

@@ -7,19 +7,11 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './serve.ts';
 
 export const SPAMD_BIN = process.env.EPHEMAIL_SPAMD_BIN || ['/usr/sbin/spamd', '/usr/bin/spamd'].find((p) => existsSync(p)) || '';
 /** Why spamd tests cannot run here, or ''. */
 export const spamdMissing = SPAMD_BIN ? '' : 'no spamd (/usr/sbin/spamd): apt-get install -y spamassassin spamd (Debian), or EPHEMAIL_SPAMD_BIN=<path>';
-
-/** A loopback port free at the time of asking. */
-export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((ok) => srv.listen(0, '127.0.0.1', ok));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((ok) => srv.close(() => ok()));
-  return port;
-}
 
 export interface Spamd {
   port: number;

@@ -8,7 +8,8 @@ import { after, before, describe, test } from 'node:test';
 import { checkSpam, parseReply } from '../../src/derive/spamd.ts';
 import { captureLog } from '../helpers/log.ts';
 import { startService, type TestService } from '../helpers/service.ts';
-import { FAKE_REPORT as REPORT, fakeSpamd, freePort, spamdMissing, startSpamd, type Spamd } from '../helpers/spamd.ts';
+import { FAKE_REPORT as REPORT, fakeSpamd, spamdMissing, startSpamd, type Spamd } from '../helpers/spamd.ts';
+import { freePort } from '../helpers/serve.ts';
 
 const ci = process.env.CI === 'true' || process.env.CI === '1';
 if (spamdMissing) console.error(`\n# REAL SPAMD TESTS ${ci ? 'CANNOT RUN' : 'SKIPPED'}: ${spamdMissing}\n`);

@@ -16,7 +16,8 @@ import { minimalViews } from '../../src/derive/views.ts';
 import { until } from '../helpers/time.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import { inbox, newEmail } from '../conformance/harness.ts';
-import { FAKE_REPORT, fakeSpamd, freePort } from '../helpers/spamd.ts';
+import { FAKE_REPORT, fakeSpamd } from '../helpers/spamd.ts';
+import { freePort } from '../helpers/serve.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'ephemail-views-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
