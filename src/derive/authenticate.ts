@@ -30,6 +30,7 @@ export interface Envelope {
 }
 
 import { domainOf, temperrorVerdict, type Authentication, type AuthResult } from '../domain/authentication.ts';
+import { unsignedHead } from './head.ts';
 
 export type { Authentication, AuthResult } from '../domain/authentication.ts';
 export { temperrorVerdict } from '../domain/authentication.ts';
@@ -352,7 +353,10 @@ export async function authenticateMessage(raw: Uint8Array, task: AuthTask, seen?
     timer = setTimeout(() => resolve(temperrorVerdict(task, 'time budget spent')), task.budgetMs + 250);
   });
   const run = (async () => {
-    const input = capSignatures(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
+    // a message that no field hashes the body of: the fields the checks read (ingest cut most such
+    // messages already; not those with a header block too long to search on its main thread)
+    const unsigned = unsignedHead(raw);
+    const input = unsigned ? Buffer.from(unsigned.buffer, unsigned.byteOffset, unsigned.byteLength) : capSignatures(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength));
     return verdictOf(await authenticateParts(input, envelope, task.authservId, lookups), task);
   })().catch((err: unknown) => temperrorVerdict(task, String((err as Error)?.message ?? err).slice(0, 200).replace(/[\r\n;()]/g, ' ')));
   try {

@@ -3,7 +3,7 @@
 import { temperrorVerdict, type Authentication } from '../domain/authentication.ts';
 import type { AuthTask } from './authenticate.ts';
 import { nullable, type Entry } from './entry.ts';
-import { headerBlock } from './head.ts';
+import { headerBlock, unsignedHead } from './head.ts';
 
 /** The authentication verdicts: computed after ingest on the `verdicts` lane, kept beside the message. */
 export interface VerdictsView extends Entry<'authentication'> {
@@ -12,22 +12,21 @@ export interface VerdictsView extends Entry<'authentication'> {
   fallback(task: AuthTask, why: string): Authentication;
 }
 
-/** Fields whose checks hash the body (DKIM's and ARC's); with none of them, the body changes no verdict. */
-const BODY_CHECKED = /^(?:dkim-signature|arc-seal|arc-message-signature)[ \t]*:/im;
-/** A header block longer than this is passed whole, unsearched (hostile input; the checks cap it). */
+/** A header block longer than this is passed whole, unsearched, by ingest (the worker cuts it). */
 const HEAD_SEARCH_MAX = 256 * 1024;
 
 /**
- * What the checks read of a message: the whole message when it carries a DKIM signature or an ARC
- * set (their hashes cover the body), else a copy of its header block alone. SPF reads the envelope,
- * DMARC the From field and the SPF and DKIM results, so for such a message the body changes nothing
- * but the time mailauth spends streaming it (most of a verdict's cost for a 1 MB message).
+ * What the checks read of a message, as ingest hands it over: the whole message when it carries a
+ * DKIM signature or an ARC set (their hashes cover the body), else a copy of the fields they read
+ * (`unsignedHead`: From, Return-Path, ARC-Authentication-Results). SPF reads the envelope, DMARC the
+ * From field and the SPF and DKIM results, so for such a message the rest changes nothing but the
+ * time mailauth spends reading it (most of a verdict's cost for a 1 MB message). A header block over
+ * HEAD_SEARCH_MAX is not searched here, on the main thread: the worker cuts it (authenticate.ts).
  */
 export function verdictsInput(raw: Uint8Array): Uint8Array {
   const { head, body } = headerBlock(raw);
   if (body.byteLength === 0 || head.byteLength > HEAD_SEARCH_MAX) return raw;
-  if (BODY_CHECKED.test(Buffer.from(head.buffer, head.byteOffset, head.byteLength).toString('latin1'))) return raw;
-  return new Uint8Array(head); // a copy (a Buffer's slice() would share the bytes)
+  return unsignedHead(raw) ?? raw;
 }
 
 /** Budgets: the whole verdict, and one DNS query (an unreachable resolver costs at most this). */

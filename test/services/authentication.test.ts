@@ -129,9 +129,9 @@ describe('what the checks read (verdictsInput)', () => {
   after(async () => dns?.close());
   const unsigned = Buffer.from(`From: App <app@acme.test>\r\nTo: u@ephemail.test\r\nSubject: hi\r\n\r\n${'body line\r\n'.repeat(50_000)}`);
 
-  test('an unsigned message: its header block alone, a copy, and the same verdicts as from the whole message', async () => {
+  test('an unsigned message: the fields the checks read alone, a copy, and the same verdicts as from the whole message', async () => {
     const input = verdictsInput(unsigned);
-    assert.equal(Buffer.from(input).toString('latin1'), 'From: App <app@acme.test>\r\nTo: u@ephemail.test\r\nSubject: hi\r\n\r\n');
+    assert.equal(Buffer.from(input).toString('latin1'), 'From: App <app@acme.test>\r\n\r\n');
     assert.notEqual(input.buffer, unsigned.buffer, 'a copy: the store may hand the message bytes on');
     const whole = await authenticateMessage(new Uint8Array(unsigned), task(dns.server));
     const head = await authenticateMessage(input, task(dns.server));
@@ -146,7 +146,27 @@ describe('what the checks read (verdictsInput)', () => {
       assert.equal(verdictsInput(raw), raw, field);
     }
     const folded = Buffer.from('From: a@acme.test\r\nX-Note: see\r\n DKIM-Signature: not a field\r\n\r\nbody\r\n');
-    assert.equal(verdictsInput(folded).byteLength, folded.indexOf('body'), 'a folded line is no field');
+    assert.equal(Buffer.from(verdictsInput(folded)).toString(), 'From: a@acme.test\r\n\r\n', 'a folded line is no field');
+  });
+
+  test('From (twice: DMARC counts them), Return-Path (the null sender\'s) and ARC-Authentication-Results are kept, as written; the verdicts are the whole message\'s', async () => {
+    const head = 'Received: from x\r\nreturn-path : <b@acme.test>\r\nFrom: App\r\n <app@acme.test>\r\nSubject: hi\r\nARC-Authentication-Results: i=1; mx.test; spf=pass\r\nFROM:other@else.test\r\n';
+    const raw = Buffer.from(`${head}\r\nbody\r\n`);
+    assert.equal(Buffer.from(verdictsInput(raw)).toString(), 'return-path : <b@acme.test>\r\nFrom: App\r\n <app@acme.test>\r\nARC-Authentication-Results: i=1; mx.test; spf=pass\r\nFROM:other@else.test\r\n\r\n');
+    for (const mailFrom of ['app@acme.test', '']) {
+      const t = taskFor({ clientIp: '192.0.2.7', helo: 'mx.acme.test', mailFrom }, 3000, 1000);
+      assert.deepEqual(await authenticateMessage(verdictsInput(raw), t(dns.server)), await authenticateMessage(new Uint8Array(raw), t(dns.server)), mailFrom || '<>');
+    }
+  });
+
+  test('a header block too long to search at ingest (1.9 MB of fields) is cut by the worker: the same verdicts as from its From alone', async () => {
+    const fields = Array.from({ length: 250 }, (_, i) => `X-Trace-${i}: ${'a'.repeat(74)}\r\n ${'b'.repeat(7600)}`).join('\r\n');
+    const big = Buffer.from(`From: App <app@acme.test>\r\n${fields}\r\n\r\nbody\r\n`);
+    assert.ok(big.length > 1_900_000);
+    assert.equal(verdictsInput(big), big, 'ingest hands it over whole');
+    const fromAlone = await authenticateMessage(new Uint8Array(Buffer.from('From: App <app@acme.test>\r\n\r\n')), task(dns.server));
+    assert.equal(fromAlone.dmarc.result, 'pass');
+    assert.deepEqual(await authenticateMessage(new Uint8Array(big), task(dns.server)), fromAlone);
   });
 
   test('no body, LF lines, no header end, a huge header block: sensible input, never a throw', () => {
