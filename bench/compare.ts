@@ -104,6 +104,9 @@ if (picked.includes('longpoll')) {
   const [a, b] = await alternate((o) => benchLongPoll(o, quiet));
   const p = (rs: typeof a, k: 'p50' | 'p99') => spread(rs.map((r) => r[k].median));
   console.log(`  ${a[0].waits} waits / ${a[0].addresses} addresses  p50 base ${fmt(p(a, 'p50'), 1)} | this ${fmt(p(b, 'p50'), 1)} ms  p99 base ${fmt(p(a, 'p99'), 1)} | this ${fmt(p(b, 'p99'), 1)} ms | p99 this/base ${(p(b, 'p99').median / p(a, 'p99').median).toFixed(2)}`);
+  // the mail that wakes them, as fast as each build takes it in: a faster ingest is a heavier load on the waits
+  const rate = (rs: typeof a) => spread(rs.map((r) => r.mailRate.median));
+  console.log(`  mail in at base ${fmt(rate(a))} | this ${fmt(rate(b))} msgs/s (20 connections, one mail per address)`);
   // a wait that failed (an error status, no mail, a socket refused) would otherwise hide in a fast figure
   const failed = (rs: typeof a) => rs.reduce((n, r) => n + r.failed, 0);
   console.log(`  failed waits: base ${failed(a)} | this ${failed(b)}${failed(a) + failed(b) > 0 ? '  (figures above are not comparable)' : ''}`);

@@ -37,6 +37,8 @@ export interface LongPollResult {
   /** Several nodes: wake-ups whose mail arrived through another node than the one holding the wait. */
   crossNode?: number;
   failed: number;
+  /** The rate the mail that wakes the waits went in at (msgs/s): latencies compare under like loads. */
+  mailRate: Spread;
 }
 
 interface Held {
@@ -169,13 +171,14 @@ export async function benchLongPoll(opts: BenchOptions, log: (s: string) => void
     max: spread(runs.map((x) => x.max)),
     heldRssMb: spread(runs.map((x) => x.heldRss)),
     failed: runs.reduce((a, x) => a + x.failed, 0),
+    mailRate: spread(runs.map((x) => x.mailRate)),
   };
   const nodeCount = runs[0]?.heldRssPerNode.length ?? 1;
   if (nodeCount > 1) {
     r.heldRssPerNodeMb = runs[0].heldRssPerNode.map((_, n) => spread(runs.map((x) => x.heldRssPerNode[n])));
     r.crossNode = runs.reduce((a, x) => a + x.crossNode, 0);
   }
-  log(`  ${waits} waits / ${addresses} addresses: wake-up after the 250 p50 ${fmt(r.p50, 1)} ms  p99 ${fmt(r.p99, 1)} ms  max ${fmt(r.max, 1)} ms  RSS with all held ${r.heldRssPerNodeMb ? r.heldRssPerNodeMb.map((x) => fmt(x)).join(' / ') : fmt(r.heldRssMb)} MB  failed ${r.failed}  (mail at ${fmt(spread(runs.map((x) => x.mailRate)))} msgs/s)${r.crossNode !== undefined ? `  cross-node wake-ups ${r.crossNode} of ${waits * runs.length - r.failed}` : ''}`);
+  log(`  ${waits} waits / ${addresses} addresses: wake-up after the 250 p50 ${fmt(r.p50, 1)} ms  p99 ${fmt(r.p99, 1)} ms  max ${fmt(r.max, 1)} ms  RSS with all held ${r.heldRssPerNodeMb ? r.heldRssPerNodeMb.map((x) => fmt(x)).join(' / ') : fmt(r.heldRssMb)} MB  failed ${r.failed}  (mail at ${fmt(r.mailRate)} msgs/s)${r.crossNode !== undefined ? `  cross-node wake-ups ${r.crossNode} of ${waits * runs.length - r.failed}` : ''}`);
   return r;
 }
 
