@@ -151,6 +151,8 @@ export async function assemble(config: Config, options: AssembleOptions = {}): P
     metrics.watch('ephemail_answer_cache_hits', 'Email reads answered from the read model since start', () => answers.stats.hits);
     metrics.watch('ephemail_answer_cache_misses', 'Email reads the read model did not hold since start', () => answers.stats.misses);
     metrics.watch('ephemail_answer_cache_bytes', 'Bytes the read model holds now (EPHEMAIL_ANSWER_CACHE_BYTES at most)', () => answers.stats.bytes);
+    metrics.watchEach('ephemail_worker_threads', 'Worker threads running now, by lane: each starts when first needed and stops after 10 s without work (derive/pool.ts)', 'lane', () => ({ summary: workers.summary.size, derive: workers.derive.size, verdicts: workers.verdicts.size }));
+    metrics.watch('ephemail_verdicts_waiting', 'Messages whose authentication verdicts wait for the verdicts worker', () => core.authentication.waiting);
     metrics.watch('ephemail_derivations_waiting', 'Derivations of views (and search texts of older mail) waiting for a worker', () => core.views.waiting);
   }
   const app = await buildApp(core, options.mounts ?? (await defaultMounts()), options.httpTimeouts);

@@ -34,6 +34,8 @@ export interface Metrics {
   mailCommands: Counter<'protocol' | 'command'>;
   /** Gauges read when scraped. */
   watch(name: string, help: string, read: () => number): void;
+  /** A gauge read when scraped, one series per key of what `read` returns (the value of `label`). */
+  watchEach(name: string, help: string, label: string, read: () => Record<string, number>): void;
 }
 
 export function createMetrics(): Metrics {
@@ -80,6 +82,9 @@ export function createMetrics(): Metrics {
     webhookDropped: new Counter({ name: 'ephemail_webhook_events_dropped_total', help: 'Webhook events not queued, by the fan-out limit that dropped them (message_limit, key_pending, hook_pending)', labelNames: ['reason'], registers: [registry] }),
     watch(name, help, read) {
       new Gauge({ name, help, registers: [registry], collect() { this.set(read()); } });
+    },
+    watchEach(name, help, label, read) {
+      new Gauge({ name, help, labelNames: [label], registers: [registry], collect() { for (const [k, v] of Object.entries(read())) this.set({ [label]: k }, v); } });
     },
   };
   return m;
