@@ -12,6 +12,7 @@ import { loadConfig } from '../../src/config.ts';
 import { authHints, authLine } from '../../src/domain/authentication.ts';
 import { authenticateMessage, capSignatures, createCachingResolver, MAX_SIGNATURES, type AuthTask } from '../../src/derive/authenticate.ts';
 import { verdictsInput } from '../../src/derive/authentication-view.ts';
+import { unsignedHead } from '../../src/derive/head.ts';
 import { BUSY_MESSAGES, BUSY_WINDOW_MS, MAX_RUNNING, createAuthenticationService } from '../../src/services/authentication.ts';
 import { createSqliteStore } from '../../src/store/sqlite/sqlite-store.ts';
 import type { MailStore } from '../../src/store/store.ts';
@@ -157,6 +158,15 @@ describe('what the checks read (verdictsInput)', () => {
       const t = taskFor({ clientIp: '192.0.2.7', helo: 'mx.acme.test', mailFrom }, 3000, 1000);
       assert.deepEqual(await authenticateMessage(verdictsInput(raw), t(dns.server)), await authenticateMessage(new Uint8Array(raw), t(dns.server)), mailFrom || '<>');
     }
+  });
+
+  test('where mailauth would end the header block at an empty line the split does not see (LF then CRLF), the message is read whole', async () => {
+    // mailauth ends it at "\n\r\n"; read as fields, the body's From line would count as a second From
+    const raw = Buffer.from('From: App <app@acme.test>\n\r\nFrom: other@else.test\r\nbody\r\n');
+    assert.equal(unsignedHead(raw), null);
+    assert.equal(verdictsInput(raw), raw);
+    const v = await authenticateMessage(new Uint8Array(raw), task(dns.server));
+    assert.equal(v.dmarc.result, 'pass', 'one From: the body\'s line is body');
   });
 
   test('a header block too long to search at ingest (1.9 MB of fields) is cut by the worker: the same verdicts as from its From alone', async () => {
