@@ -24,9 +24,9 @@ const HEAD_SEARCH_MAX = 256 * 1024;
  * HEAD_SEARCH_MAX is not searched here, on the main thread: the worker cuts it (authenticate.ts).
  */
 export function verdictsInput(raw: Uint8Array): Uint8Array {
-  const { head, body } = headerBlock(raw);
-  if (body.byteLength === 0 || head.byteLength > HEAD_SEARCH_MAX) return raw;
-  return unsignedHead(raw) ?? raw;
+  const split = headerBlock(raw);
+  if (split.body.byteLength === 0 || split.head.byteLength > HEAD_SEARCH_MAX) return raw;
+  return unsignedHead(raw, split) ?? raw;
 }
 
 /** Budgets: the whole verdict, and one DNS query (an unreachable resolver costs at most this). */

@@ -6,7 +6,9 @@ export function headerBlock(raw: Uint8Array): { head: Uint8Array; body: Uint8Arr
   const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
   let end = buf.indexOf('\r\n\r\n');
   let skip = 4;
-  const lf = buf.indexOf('\n\n');
+  // a bare-LF blank line counts only before the CRLF one: searched no further (a CRLF message has
+  // none, and the search would run through its whole body)
+  const lf = (end < 0 ? buf : buf.subarray(0, end + 1)).indexOf('\n\n');
   if (end < 0 || (lf >= 0 && lf < end)) {
     end = lf;
     skip = 2;
@@ -44,10 +46,11 @@ function names(buf: Buffer, at: number, end: number, name: string): boolean {
  * envelope and DMARC the From field and the results, so the verdicts are the same as the whole
  * message's; mailauth's header parser (byte by byte, ~40 ns a byte) then never reads the rest, which
  * a hostile sender can make megabytes long. null when such a field is there (the checks read the
- * message whole). One linear pass at the byte level; only the kept fields are copied.
+ * message whole). One linear pass at the byte level; only the kept fields are copied. `split`: the
+ * caller's `headerBlock(raw)`, when it has it.
  */
-export function unsignedHead(raw: Uint8Array): Uint8Array | null {
-  const { head } = headerBlock(raw);
+export function unsignedHead(raw: Uint8Array, split: { head: Uint8Array } = headerBlock(raw)): Uint8Array | null {
+  const { head } = split;
   const buf = Buffer.from(head.buffer, head.byteOffset, head.byteLength);
   // the fields end before the blank line's own line break (none: the message is all head)
   const n = buf.length;

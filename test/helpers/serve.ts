@@ -84,14 +84,18 @@ export const START_ENV: Record<string, string> = Object.fromEntries(
 export async function freePort(): Promise<number> {
   for (let i = 0; i < 200; i++) {
     const port = 23000 + Math.floor(Math.random() * 7000);
-    const free = await new Promise<boolean>((res) => {
-      const s = createServer();
-      s.once('error', () => res(false));
-      s.listen(port, '127.0.0.1', () => s.close(() => res(true)));
-    });
-    if (free) return port;
+    if (await portFree(port)) return port;
   }
   throw new Error('no free port in 23000-29999');
+}
+
+/** Whether `port` on 127.0.0.1 can be bound now (bound then released). */
+export function portFree(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const s = createServer();
+    s.once('error', () => res(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => res(true)));
+  });
 }
 
 export async function spawnServe(env: Record<string, string>, options: ServeOptions = {}): Promise<Served> {

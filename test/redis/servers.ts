@@ -2,11 +2,11 @@
 // dirs, always stopped by the test (and killed on exit should a test crash); key cleanup by prefix.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { Cluster, Redis } from 'ioredis';
+import { portFree } from '../helpers/serve.ts';
 import { until } from '../helpers/time.ts';
 
 /** The shared Redis of `npm test` ('' when missing: Redis tests then skip, loudly). */
@@ -25,14 +25,6 @@ const children = new Set<ChildProcess>();
 process.on('exit', () => {
   for (const c of children) c.kill('SIGKILL');
 });
-
-function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.once('error', () => resolve(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
-}
 
 /**
  * A free loopback port whose cluster-bus port (+10000) is free too, both below Linux's ephemeral range
